@@ -1,0 +1,240 @@
+"""Matches between two players: openings, many games at once, adjudication, results and PGN.
+
+Each opening is played twice, colours swapped (a game pair). Games end by the rules (checkmate,
+stalemate, insufficient material, fifty moves, threefold repetition, applied automatically) or at
+``max_plies``, scored as a draw and reported as such. All running games are advanced together: per
+step each player gets one ``choose_moves`` call with every board where it is to move, so a network
+player searches all of its games in one batch. The training arena (``workers``) and the
+``alphazero arena`` command both use ``play_match``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import chess
+import chess.polyglot
+import numpy as np
+
+from alphazero.game import MAX_LENGTH, result_string, terminal_status
+from alphazero.players import Player
+from alphazero.selfplay import game_pgn
+
+
+@dataclass(frozen=True)
+class Opening:
+    name: str
+    fen: str  # start position
+    moves: tuple[str, ...] = ()  # UCI moves played from ``fen`` before the players take over
+
+
+@dataclass
+class GameResult:
+    index: int  # position in the schedule: pair = index // 2
+    opening: Opening
+    white: str
+    black: str
+    result: str  # "1-0", "0-1", "1/2-1/2"
+    termination: str
+    plies: int
+    pgn: str
+    a_is_white: bool
+
+    @property
+    def score_a(self) -> float:
+        """Score of player A (the first player of the match) in this game."""
+        white_score = {"1-0": 1.0, "0-1": 0.0}.get(self.result, 0.5)
+        return white_score if self.a_is_white else 1.0 - white_score
+
+
+@dataclass
+class MatchOutcome:
+    player_a: str
+    player_b: str
+    games: list[GameResult] = field(default_factory=list)
+    stopped_early: bool = False
+
+    @property
+    def wins(self) -> int:
+        return sum(1 for g in self.games if g.score_a == 1.0)
+
+    @property
+    def draws(self) -> int:
+        return sum(1 for g in self.games if g.score_a == 0.5)
+
+    @property
+    def losses(self) -> int:
+        return sum(1 for g in self.games if g.score_a == 0.0)
+
+    @property
+    def score(self) -> float:
+        return (self.wins + 0.5 * self.draws) / len(self.games) if self.games else 0.0
+
+    def pair_scores(self) -> list[float]:
+        """Summed score of A over each complete game pair (0, 0.5, ..., 2)."""
+        by_pair: dict[int, list[float]] = {}
+        for game in self.games:
+            by_pair.setdefault(game.index // 2, []).append(game.score_a)
+        return [sum(scores) for scores in by_pair.values() if len(scores) == 2]
+
+    def terminations(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for game in self.games:
+            counts[game.termination] = counts.get(game.termination, 0) + 1
+        return counts
+
+
+def random_openings(count: int, plies: int, seed: int = 0) -> list[Opening]:
+    """``count`` distinct openings of ``plies`` uniformly random moves from the start (none finished)."""
+    rng = np.random.default_rng(seed)
+    openings: list[Opening] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(openings) < count:
+        attempts += 1
+        board = chess.Board()
+        moves = []
+        for _ in range(plies):
+            legal = list(board.legal_moves)
+            move = legal[int(rng.integers(len(legal)))]
+            board.push(move)
+            moves.append(move.uci())
+        key = board.fen()
+        if terminal_status(board) is not None or (key in seen and attempts < 50 * count):
+            continue
+        seen.add(key)
+        openings.append(Opening(name=" ".join(moves) or "startpos", fen=chess.STARTING_FEN, moves=tuple(moves)))
+    return openings
+
+
+def book_openings(path: str | Path, count: int, plies: int = 8, seed: int = 0) -> list[Opening]:
+    """Openings from a polyglot book (weighted random walk of ``plies`` book moves) or an EPD/FEN file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"opening file {path} does not exist")
+    rng = np.random.default_rng(seed)
+    if path.suffix.lower() == ".bin":
+        openings: list[Opening] = []
+        seen: set[str] = set()
+        try:
+            with chess.polyglot.open_reader(path) as reader:
+                for _ in range(count * 20):
+                    if len(openings) == count:
+                        break
+                    board = chess.Board()
+                    moves = []
+                    for _ in range(plies):
+                        entries = list(reader.find_all(board))
+                        if not entries:
+                            break
+                        weights = np.array([e.weight for e in entries], dtype=np.float64) + 1e-9
+                        entry = entries[int(rng.choice(len(entries), p=weights / weights.sum()))]
+                        board.push(entry.move)
+                        moves.append(entry.move.uci())
+                    if moves and board.fen() not in seen and terminal_status(board) is None:
+                        seen.add(board.fen())
+                        openings.append(Opening(" ".join(moves), chess.STARTING_FEN, tuple(moves)))
+        except (OSError, ValueError) as error:
+            raise ValueError(f"opening book {path}: {error}") from None
+        if not openings:
+            raise ValueError(f"opening book {path} gave no openings")
+        return openings
+    lines = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    positions = []
+    for number, line in enumerate(lines, 1):
+        try:
+            board, _ = chess.Board.from_epd(line) if len(line.split()) < 6 or ";" in line else (chess.Board(line), None)
+        except ValueError as error:
+            raise ValueError(f"{path}:{number}: not a FEN/EPD position: {error}") from None
+        if not board.is_valid() or terminal_status(board) is not None:
+            raise ValueError(f"{path}:{number}: illegal or finished position {line!r}")
+        positions.append(Opening(f"{path.name}:{number}", board.fen()))
+    if not positions:
+        raise ValueError(f"opening file {path} holds no positions")
+    order = rng.permutation(len(positions)) if count < len(positions) else np.arange(len(positions))
+    return [positions[i] for i in order[:count]] if count < len(positions) else [positions[i % len(positions)] for i in range(count)]
+
+
+@dataclass
+class _Running:
+    index: int
+    opening: Opening
+    board: chess.Board
+    a_is_white: bool
+    start_fen: str
+
+
+def play_match(
+    player_a: Player,
+    player_b: Player,
+    openings: Sequence[Opening],
+    max_plies: int = 400,
+    concurrency: int = 64,
+    on_game: Callable[[GameResult, "MatchOutcome"], bool] | None = None,
+    event: str = "arena",
+) -> MatchOutcome:
+    """Play every opening twice (A white, then A black); up to ``concurrency`` games at once.
+
+    ``on_game(result, outcome_so_far)`` is called as each game ends; returning True stops the
+    match (games still running are abandoned and not counted), e.g. when an SPRT has decided.
+    """
+    schedule = [(2 * i + colour, opening, colour == 0) for i, opening in enumerate(openings) for colour in (0, 1)]
+    outcome = MatchOutcome(player_a.name, player_b.name)
+    running: list[_Running] = []
+    next_game = 0
+
+    def start(entry: tuple[int, Opening, bool]) -> _Running:
+        index, opening, a_is_white = entry
+        board = chess.Board(opening.fen)
+        for uci in opening.moves:
+            board.push_uci(uci)
+        return _Running(index, opening, board, a_is_white, opening.fen)
+
+    while next_game < len(schedule) or running:
+        while next_game < len(schedule) and len(running) < concurrency:
+            running.append(start(schedule[next_game]))
+            next_game += 1
+        # One ply in every game per step: A moves where (A is white) == (White to move), B elsewhere.
+        # Both players choose before any board changes, so nobody is asked to move in a finished game.
+        a_to_move = [g for g in running if g.a_is_white == (g.board.turn == chess.WHITE)]
+        b_to_move = [g for g in running if g.a_is_white != (g.board.turn == chess.WHITE)]
+        chosen = []
+        for player, games in ((player_a, a_to_move), (player_b, b_to_move)):
+            if games:
+                chosen.extend((player, game, move) for game, move in zip(games, player.choose_moves([g.board for g in games])))
+        for player, game, move in chosen:
+            if move not in game.board.legal_moves:
+                raise RuntimeError(f"{player.name} chose illegal move {move} in {game.board.fen()}")
+            game.board.push(move)
+        still: list[_Running] = []
+        stop = False
+        for game in running:
+            status = terminal_status(game.board)
+            if status is None and len(game.board.move_stack) - len(game.opening.moves) < max_plies:
+                still.append(game)
+                continue
+            if status is not None:
+                value, reason = status
+                white_value = value if game.board.turn == chess.WHITE else -value
+            else:
+                white_value, reason = 0.0, MAX_LENGTH
+            white, black = (player_a.name, player_b.name) if game.a_is_white else (player_b.name, player_a.name)
+            result = result_string(white_value)
+            headers = {
+                "Event": event, "Site": "local", "Date": time.strftime("%Y.%m.%d"), "Round": str(game.index + 1),
+                "White": white, "Black": black, "Result": result, "Opening": game.opening.name,
+                "Termination": reason,
+            }
+            record = GameResult(game.index, game.opening, white, black, result, reason,
+                                len(game.board.move_stack), game_pgn(game.board, headers, game.start_fen), game.a_is_white)
+            outcome.games.append(record)
+            if on_game is not None and on_game(record, outcome):
+                stop = True
+        running = still
+        if stop:
+            outcome.stopped_early = bool(running) or next_game < len(schedule)
+            break
+    return outcome

@@ -1,0 +1,103 @@
+"""Benchmarks of the hot paths, printed as figures (``alphazero bench``). This is slow (~1 minute).
+
+All on one torch thread with the default network: encoding, the network at batch 1 and at the
+self-play batch, and the search one game at a time versus many games at once.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from typing import Any
+
+import chess
+import numpy as np
+import torch
+
+from alphazero import encoding
+from alphazero.config import RunConfig
+from alphazero.evaluator import NetworkEvaluator
+from alphazero.mcts import MCTS, GameTree
+from alphazero.network import PolicyValueNet
+
+
+def sample_positions(count: int, seed: int = 0) -> list[chess.Board]:
+    """``count`` positions from random games (varied material, both colours to move)."""
+    rng = np.random.default_rng(seed)
+    boards: list[chess.Board] = []
+    while len(boards) < count:
+        board = chess.Board()
+        for _ in range(int(rng.integers(10, 120))):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(moves[int(rng.integers(len(moves)))])
+            boards.append(board.copy(stack=False))
+    return boards[:count]
+
+
+def _timed(fn, min_seconds: float) -> tuple[int, float]:
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return calls, elapsed
+
+
+def bench_encoding(boards: list[chess.Board], seconds: float) -> float:
+    calls, elapsed = _timed(lambda: encoding.encode_boards(boards), seconds)
+    return calls * len(boards) / elapsed
+
+
+def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float) -> float:
+    evaluator = NetworkEvaluator(net)
+    planes = encoding.encode_boards(boards[:batch])
+    evaluator.forward(planes)  # warm-up
+    calls, elapsed = _timed(lambda: evaluator.forward(planes), seconds)
+    return calls * batch / elapsed
+
+
+def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: int, seed: int = 0) -> float:
+    """Simulations per second searching ``num_games`` self-play games together for ``moves`` moves."""
+    evaluator = NetworkEvaluator(net)
+    mcts = MCTS(evaluator, config.search)
+    starts = sample_positions(num_games, seed=seed + 1)
+    trees = [GameTree(board, seed=i) for i, board in enumerate(starts)]
+    mcts.search(trees[:1], add_noise=True, num_simulations=8)  # warm-up
+    trees = [GameTree(board, seed=i) for i, board in enumerate(starts)]
+    simulations = 0
+    start = time.perf_counter()
+    for _ in range(moves):
+        trees = [t for t in trees if not t.board.is_game_over()]
+        if not trees:
+            break
+        results = mcts.search(trees, add_noise=True, temperature=1.0)
+        for tree, result in zip(trees, results):
+            simulations += int(result.visit_counts.sum()) if len(result.moves) > 1 else 0
+            tree.advance(result.move, reuse=config.search.reuse_tree)
+    return simulations / (time.perf_counter() - start)
+
+
+def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1) -> dict[str, Any]:
+    """All figures as one dict (what ``alphazero bench --json`` prints)."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    net = PolicyValueNet(config.network).eval()
+    boards = sample_positions(2048)
+    batch = config.selfplay.games_per_worker * config.search.leaves_per_game
+    sims = config.search.num_simulations
+    return {
+        "threads": threads,
+        "network": f"{config.network.blocks}x{config.network.channels}",
+        "selfplay_batch": batch,
+        "num_simulations": sims,
+        "encode_per_s": round(bench_encoding(boards, seconds)),
+        "net_batch1_per_s": round(bench_network(net, boards, 1, seconds)),
+        "net_batched_per_s": round(bench_network(net, boards, batch, seconds)),
+        "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)))),
+        "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)))),
+        "torch": torch.__version__,
+        "cpu": platform.processor() or platform.machine(),
+    }

@@ -1,0 +1,179 @@
+"""The run directory: what a resume needs, written atomically and read back safely.
+
+Layout of ``RUN/``::
+
+    config.yaml          the resolved config of the run
+    state.json           run state: generation, best network, counters, arena history
+    learner.pt           learner state: network, optimizer, step, random states
+    networks/gen-NNNN.pt every generation's candidate network (gen-0000 is the initial best)
+    replay/shard-*.npz   self-play games (``alphazero.replay``)
+    metrics.jsonl        one line per learner call: losses, learning rate, samples/s
+    events.jsonl         driver events: arena results, promotions, restarted workers
+
+Every file is replaced by temp file + rename, so a kill at any moment leaves the previous version.
+Torch files are read with ``weights_only=True``; JSON and YAML are plain data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from alphazero.config import ConfigError, RunConfig, config_from_dict, config_to_dict
+
+RUN_STATE_FORMAT_VERSION = 1
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file, fsync and rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
+    """Append one JSON line (a torn last line from a kill is skipped by ``read_jsonl``)."""
+    with open(path, "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+@dataclass
+class ArenaRecord:
+    generation: int
+    candidate: str
+    best: str
+    wins: int
+    draws: int
+    losses: int
+    score: float
+    elo: float
+    elo_low: float
+    elo_high: float
+    promoted: bool
+    learner_step: int
+    time: float = field(default_factory=time.time)
+
+
+@dataclass
+class RunState:
+    """Counters and history of a run; ``generation`` counts arena decisions made."""
+
+    generation: int = 0
+    best_generation: int = 0
+    network_version: int = 0  # bumps at each promotion; self-play games are tagged with it
+    games: int = 0
+    positions: int = 0
+    learner_step: int = 0
+    samples_trained: int = 0
+    arenas: list[ArenaRecord] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> str:
+        data = dataclasses.asdict(self)
+        data["format_version"] = RUN_STATE_FORMAT_VERSION
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> "RunState":
+        try:
+            data = json.loads(text)
+            version = data.pop("format_version")
+            if version != RUN_STATE_FORMAT_VERSION:
+                raise ValueError(f"{source}: run state format_version {version}, expected {RUN_STATE_FORMAT_VERSION}")
+            data["arenas"] = [ArenaRecord(**record) for record in data.get("arenas", [])]
+            return cls(**data)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"{source}: corrupt run state ({type(error).__name__}: {error})") from None
+
+
+class RunDirectory:
+    """Paths and safe reads/writes of one run directory."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    config_path = property(lambda self: self.path / "config.yaml")
+    state_path = property(lambda self: self.path / "state.json")
+    learner_path = property(lambda self: self.path / "learner.pt")
+    networks_dir = property(lambda self: self.path / "networks")
+    replay_dir = property(lambda self: self.path / "replay")
+    metrics_path = property(lambda self: self.path / "metrics.jsonl")
+    events_path = property(lambda self: self.path / "events.jsonl")
+
+    def network_path(self, generation: int) -> Path:
+        return self.networks_dir / f"gen-{generation:04d}.pt"
+
+    def exists(self) -> bool:
+        return self.state_path.exists() or self.config_path.exists()
+
+    def write_config(self, config: RunConfig) -> None:
+        atomic_write_text(self.config_path, yaml.safe_dump(config_to_dict(config), sort_keys=False))
+
+    def read_config(self) -> RunConfig:
+        try:
+            data = yaml.safe_load(self.config_path.read_text())
+        except FileNotFoundError:
+            raise ValueError(f"{self.config_path}: missing; is {self.path} a run directory?") from None
+        except yaml.YAMLError as error:
+            raise ValueError(f"{self.config_path}: corrupt YAML: {error}") from None
+        try:
+            return config_from_dict(data or {})
+        except ConfigError as error:
+            raise ValueError(f"{self.config_path}: {error}") from None
+
+    def write_state(self, state: RunState) -> None:
+        atomic_write_text(self.state_path, state.to_json())
+
+    def read_state(self) -> RunState:
+        if not self.state_path.is_file():
+            raise ValueError(f"{self.state_path}: missing; is {self.path} a run directory?")
+        return RunState.from_json(self.state_path.read_text(), str(self.state_path))
+
+    def log_event(self, kind: str, **fields: Any) -> None:
+        append_jsonl(self.events_path, {"time": time.time(), "event": kind, **fields})
+
+
+def resume_conflicts(saved: RunConfig, requested: RunConfig) -> list[str]:
+    """Reasons ``requested`` cannot continue a run made with ``saved`` (empty when it can).
+
+    The network's shape and the seed define the run; everything else (workers, budgets, schedules)
+    may change on resume.
+    """
+    reasons = []
+    saved_net, new_net = dataclasses.asdict(saved.network), dataclasses.asdict(requested.network)
+    for key in saved_net:
+        if saved_net[key] != new_net[key]:
+            reasons.append(f"network.{key} is {new_net[key]!r} but the run was made with {saved_net[key]!r} (the saved weights have that shape)")
+    if saved.seed != requested.seed:
+        reasons.append(f"seed is {requested.seed} but the run was made with seed {saved.seed}")
+    return reasons

@@ -1,0 +1,88 @@
+"""The ``alphazero`` command: parses arguments, loads config, calls into the core or ``workers``.
+
+Subcommands: ``train``, ``bench`` (more in the README). Errors the user can fix (a bad config key,
+a missing or corrupt file, an illegal FEN) print one clear line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from alphazero.config import ConfigError, load_config
+
+
+def _add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--config", required=required, help="YAML run config (configs/*.yaml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one config value, e.g. --set search.num_simulations=64 (repeatable)")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from alphazero.checkpoint import RunDirectory
+
+    if args.config is None:
+        if not args.resume:
+            raise ConfigError("--config is required for a new run")
+        saved = RunDirectory(args.run_dir).config_path
+        config = load_config(saved, args.overrides)
+    else:
+        config = load_config(args.config, args.overrides)
+    from workers.driver import RunError, run_training
+
+    try:
+        state = run_training(config, args.run_dir, resume=args.resume, address=args.address)
+    except RunError as error:
+        raise ConfigError(str(error)) from None
+    print(json.dumps({"generation": state.generation, "best_generation": state.best_generation,
+                      "games": state.games, "positions": state.positions, "learner_step": state.learner_step}))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from alphazero.bench import run_benchmarks
+
+    config = load_config(args.config, args.overrides)
+    figures = run_benchmarks(config, seconds=args.seconds, threads=args.threads)
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        for key, value in figures.items():
+            print(f"{key:28s} {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="alphazero", description="AlphaZero-style chess: self-play, training, evaluation")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train by self-play on Ray (embedded local Ray, or --address to join a cluster)")
+    _add_config_args(train, required=False)
+    train.add_argument("--run-dir", required=True, help="run directory (checkpoints/NAME)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    train.add_argument("--address", default=None, help="Ray cluster to join: 'auto' or HOST:PORT (default: start a local Ray)")
+    train.set_defaults(func=cmd_train)
+
+    bench = sub.add_parser("bench", help="benchmark encoding, network and search (prints figures)")
+    _add_config_args(bench, required=False)
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    bench.add_argument("--threads", type=int, default=1, help="torch threads")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, ValueError, FileNotFoundError) as error:
+        print(f"alphazero {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

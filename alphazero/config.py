@@ -1,0 +1,223 @@
+"""Run configuration: frozen, typed values loaded once at the edge.
+
+``load_config(path, overrides)`` reads a YAML file, applies ``section.key=value`` overrides and
+builds a ``RunConfig``; an unknown key, a wrong type or a bad value raises ``ConfigError`` naming
+the key. Components receive the narrowest piece they need (``config.search``, ``config.train``...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from alphazero.mcts import SearchConfig
+from alphazero.network import NetworkConfig
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key and the reason."""
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    """How self-play actors play their games."""
+
+    games_per_worker: int = 32  # concurrent games in one actor: the network batch of its search
+    temperature_plies: int = 30  # sample moves at temperature 1 for this many plies, then greedy
+    max_plies: int = 300  # a game reaching this length is adjudicated a draw
+    random_opening_plies: int = 0  # uniformly random first plies, not recorded, for variety
+    games_per_call: int = 8  # an actor returns to the driver when this many games have finished
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The learner: loss = (z - v)^2 + CE(pi, p) + weight_decay * |theta|^2 (L2 through SGD weight decay)."""
+
+    batch_size: int = 256
+    learning_rate: float = 0.02
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    lr_milestones: tuple[int, ...] = ()  # learning rate is multiplied by lr_gamma at these steps
+    lr_gamma: float = 0.1
+    window_positions: int = 100_000  # sample uniformly from the newest this many positions
+    min_positions: int = 2_000  # no training before the window holds this many
+    max_sample_reuse: float = 4.0  # trained samples <= this x positions generated
+    steps_per_call: int = 50  # steps per learner call (a save point)
+    device: str = "auto"  # auto: cuda when present, else cpu
+
+
+@dataclass(frozen=True)
+class ArenaConfig:
+    """Gating: the candidate plays the best every ``steps_per_generation`` training steps."""
+
+    steps_per_generation: int = 500
+    games: int = 20  # played as pairs: each opening with both colours
+    threshold: float = 0.55  # promote when (wins + draws / 2) / games >= threshold
+    num_simulations: int = 32
+    random_opening_plies: int = 4  # without a book, openings are this many random plies
+    opening_book: str = ""  # a polyglot .bin or an EPD/FEN file; empty: random plies
+    max_plies: int = 300
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    """Ray placement and sizes."""
+
+    num_selfplay_workers: int = 1
+    cpus_per_selfplay_worker: float = 1.0
+    torch_threads_per_worker: int = 1
+    learner_cpus: float = 1.0
+    arena_cpus: float = 0.0  # 0: the arena shares the CPUs of the others
+    object_store_memory_mb: int = 256  # for the embedded local Ray
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    seed: int = 0
+    max_generations: int = 0  # stop after this many arena decisions; 0 = no limit
+    max_minutes: float = 0.0  # stop after this wall time; 0 = no limit
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    arena: ArenaConfig = field(default_factory=ArenaConfig)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    origin = typing.get_origin(annotation)
+    if dataclasses.is_dataclass(annotation):
+        return _build(annotation, value, key)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        inner = typing.get_args(annotation)[0]
+        return tuple(_coerce(item, inner, f"{key}[{i}]") for i, item in enumerate(value))
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported type {annotation!r}")
+
+
+def _build(cls: type, values: Any, prefix: str) -> Any:
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in values.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        if key not in names:
+            raise ConfigError(f"unknown config key {full!r} (known in {prefix or 'top level'}: {', '.join(names)})")
+        kwargs[key] = _coerce(value, hints[key], full)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as error:
+        raise ConfigError(f"{prefix or 'config'}: {error}") from None
+
+
+def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
+    """Build and validate a ``RunConfig`` from nested mappings."""
+    config = _build(RunConfig, data, "")
+    _validate(config)
+    return config
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Nested plain dict of a config (tuples become lists), as written to ``config.yaml``."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+    return plain(dataclasses.asdict(config))
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` strings (values parsed as YAML) to nested dict ``data`` in place."""
+    for override in overrides:
+        if "=" not in override:
+            raise ConfigError(f"override {override!r} is not of the form section.key=value")
+        dotted, raw = override.split("=", 1)
+        parts = [part for part in dotted.strip().split(".") if part]
+        if not parts:
+            raise ConfigError(f"override {override!r} names no key")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {override!r}: {part!r} is not a section")
+            node = child
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(path: str | os.PathLike | None, overrides: Sequence[str] = ()) -> RunConfig:
+    """Read YAML ``path`` (or defaults when ``None``), apply ``overrides``, validate."""
+    data: Any = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path}: expected a mapping at the top level")
+    return config_from_dict(apply_overrides(data, overrides))
+
+
+def _validate(config: RunConfig) -> None:
+    checks = [
+        (config.selfplay.games_per_worker >= 1, "selfplay.games_per_worker must be >= 1"),
+        (config.selfplay.games_per_call >= 1, "selfplay.games_per_call must be >= 1"),
+        (config.selfplay.max_plies >= 1, "selfplay.max_plies must be >= 1"),
+        (config.train.batch_size >= 1, "train.batch_size must be >= 1"),
+        (config.train.learning_rate > 0, "train.learning_rate must be > 0"),
+        (config.train.window_positions >= config.train.batch_size, "train.window_positions must be >= train.batch_size"),
+        (config.train.min_positions >= 1, "train.min_positions must be >= 1"),
+        (config.train.max_sample_reuse > 0, "train.max_sample_reuse must be > 0"),
+        (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),
+        (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
+        (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),
+        (config.arena.games >= 2 and config.arena.games % 2 == 0, "arena.games must be an even number >= 2"),
+        (0 < config.arena.threshold <= 1, "arena.threshold must be in (0, 1]"),
+        (config.arena.steps_per_generation >= 1, "arena.steps_per_generation must be >= 1"),
+        (config.arena.num_simulations >= 1, "arena.num_simulations must be >= 1"),
+        (config.workers.num_selfplay_workers >= 1, "workers.num_selfplay_workers must be >= 1"),
+        (config.workers.torch_threads_per_worker >= 1, "workers.torch_threads_per_worker must be >= 1"),
+        (config.network.blocks >= 0 and config.network.channels >= 1, "network.blocks >= 0 and network.channels >= 1"),
+        (config.max_generations >= 0, "max_generations must be >= 0"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)

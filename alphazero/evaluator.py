@@ -1,0 +1,101 @@
+"""Evaluators: the seam between search and network (see ``alphazero.mcts.Evaluator``).
+
+``NetworkEvaluator`` runs a ``PolicyValueNet`` on a batch of leaves: one numpy pass to build the
+planes, one forward call, and a softmax over each leaf's legal moves only. ``UniformEvaluator``
+(equal priors, value 0) is the oracle-free evaluator the search tests use.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import chess
+import numpy as np
+import torch
+
+from alphazero import encoding
+from alphazero.network import PolicyValueNet, fuse_for_inference
+
+
+class UniformEvaluator:
+    """Equal priors over the legal moves and value 0 for every position."""
+
+    def prepare(self, board: chess.Board, moves: list[chess.Move]) -> int:
+        return len(moves)
+
+    def evaluate(self, requests: list[int]) -> tuple[list[np.ndarray], np.ndarray]:
+        priors = [np.full(count, 1.0 / count, dtype=np.float32) for count in requests]
+        return priors, np.zeros(len(requests), dtype=np.float32)
+
+
+def masked_softmax(logits: np.ndarray, actions: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Row ``i`` of ``logits`` ``[B, 4672]`` restricted to ``actions[i]`` and softmaxed -> ``float32 [K_i]`` each."""
+    lengths = np.fromiter((len(a) for a in actions), dtype=np.int64, count=len(actions))
+    if lengths.sum() == 0:
+        return [np.zeros(0, dtype=np.float32) for _ in actions]
+    rows = np.repeat(np.arange(len(actions)), lengths)
+    flat = logits[rows, np.concatenate(actions)].astype(np.float64)  # [sum K]
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    nonempty = lengths > 0
+    maxima = np.zeros(len(actions))
+    maxima[nonempty] = np.maximum.reduceat(flat, starts[nonempty])
+    exp = np.exp(flat - np.repeat(maxima, lengths))
+    sums = np.zeros(len(actions))
+    sums[nonempty] = np.add.reduceat(exp, starts[nonempty])
+    probs = (exp / np.repeat(np.where(sums > 0, sums, 1.0), lengths)).astype(np.float32)
+    return np.split(probs, np.cumsum(lengths)[:-1])
+
+
+class NetworkEvaluator:
+    """A ``PolicyValueNet`` behind the search seam; batches every request of a round into one call.
+
+    The network is copied with its BatchNorms folded (inference only). ``max_batch`` splits very
+    large rounds so memory stays bounded; ``device`` is ``"cpu"``, ``"cuda"`` or ``"auto"``.
+    """
+
+    def __init__(self, net: PolicyValueNet, device: str = "cpu", max_batch: int = 1024) -> None:
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.max_batch = max_batch
+        self.num_positions = 0
+        self.num_calls = 0
+        self.set_network(net)
+
+    def set_network(self, net: PolicyValueNet) -> None:
+        """Swap in new weights (a new version) for the next call."""
+        self.net = fuse_for_inference(net).to(self.device)
+
+    def prepare(self, board: chess.Board, moves: list[chess.Move]) -> tuple[list[int], np.ndarray]:
+        return encoding.board_features(board), encoding.moves_to_actions(board, moves)
+
+    def evaluate(self, requests: list[tuple[list[int], np.ndarray]]) -> tuple[list[np.ndarray], np.ndarray]:
+        if not requests:
+            return [], np.zeros(0, dtype=np.float32)
+        priors: list[np.ndarray] = []
+        values: list[np.ndarray] = []
+        for start in range(0, len(requests), self.max_batch):
+            chunk = requests[start : start + self.max_batch]
+            planes = encoding.planes_from_features([features for features, _ in chunk])
+            logits, value = self.forward(planes)
+            priors.extend(masked_softmax(logits, [actions for _, actions in chunk]))
+            values.append(value)
+        return priors, np.concatenate(values)
+
+    def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """planes ``uint8 [B, 24, 8, 8]`` -> (logits ``float32 [B, 4672]``, values ``float32 [B]``)."""
+        self.num_calls += 1
+        self.num_positions += len(planes)
+        with torch.inference_mode():
+            logits, value = self.net(torch.from_numpy(planes).to(self.device))
+        return logits.float().cpu().numpy(), value.float().cpu().numpy()
+
+    def policy(self, boards: Sequence[chess.Board]) -> list[tuple[list[chess.Move], np.ndarray, float]]:
+        """Raw network policy (no search) for each board: (legal moves, priors ``[K]``, value)."""
+        requests, move_lists = [], []
+        for board in boards:
+            moves = list(board.legal_moves)
+            move_lists.append(moves)
+            requests.append(self.prepare(board, moves))
+        priors, values = self.evaluate(requests)
+        return [(moves, p, float(v)) for moves, p, v in zip(move_lists, priors, values)]

@@ -1,0 +1,51 @@
+"""python-chess glue: terminal detection and results as values for the side to move.
+
+Used inside search, so it avoids python-chess's slow calls (``outcome(claim_draw=True)`` walks the
+whole move stack): draws are checked cheapest first and repetition only when the halfmove clock
+allows one. Standard chess rules; a position that is over is never handed to the network.
+"""
+
+from __future__ import annotations
+
+import chess
+
+# Draw reasons, and the words PGN 'Termination' headers use.
+CHECKMATE = "checkmate"
+STALEMATE = "stalemate"
+INSUFFICIENT_MATERIAL = "insufficient material"
+FIFTY_MOVES = "fifty moves"
+THREEFOLD_REPETITION = "threefold repetition"
+MAX_LENGTH = "max length"
+
+
+def terminal_status(board: chess.Board, legal_moves: list[chess.Move] | None = None) -> tuple[float, str] | None:
+    """``(value for the side to move, reason)`` when the game is over at ``board``, else ``None``.
+
+    Checkmate is -1 for the side to move; stalemate, insufficient material, the fifty-move rule
+    (halfmove clock >= 100, applied automatically as in self-play) and threefold repetition are 0.
+    ``legal_moves`` may be passed when the caller has them already (saves ~30 us).
+    """
+    if legal_moves is None:
+        has_moves = any(board.generate_legal_moves())
+    else:
+        has_moves = bool(legal_moves)
+    if not has_moves:
+        return (-1.0, CHECKMATE) if board.is_check() else (0.0, STALEMATE)
+    if not (board.pawns | board.rooks | board.queens) and board.is_insufficient_material():
+        return 0.0, INSUFFICIENT_MATERIAL
+    clock = board.halfmove_clock
+    if clock >= 100:
+        return 0.0, FIFTY_MOVES
+    # A position repeated three times needs at least eight reversible plies in between.
+    if clock >= 8 and board.is_repetition(3):
+        return 0.0, THREEFOLD_REPETITION
+    return None
+
+
+def result_string(white_value: float) -> str:
+    """A game value for White (+1, 0, -1) -> PGN result ``1-0``, ``1/2-1/2`` or ``0-1``."""
+    if white_value > 0:
+        return "1-0"
+    if white_value < 0:
+        return "0-1"
+    return "1/2-1/2"

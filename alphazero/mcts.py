@@ -1,0 +1,329 @@
+"""PUCT Monte Carlo tree search over many games at once.
+
+Owns the search trees and the selection / expansion / backup loop. Knows nothing about torch: it
+sees the network only through an ``Evaluator`` (``alphazero.evaluator``), and it calls that
+evaluator once per round with the leaves of *every* running game (and, with virtual loss, several
+leaves per game), as mctx does over its batch dimension.
+
+Perspective: every value stored in a node is for the side to move at that node. A leaf's value
+(network or true result) is for its mover and is negated at each step on the way up.
+
+Selection maximises ``Q(s, a) + U(s, a)`` with
+
+    U(s, a) = c(s) * P(s, a) * sqrt(N(s)) / (1 + N(s, a)),
+    c(s)    = c_puct + log((N(s) + c_puct_base + 1) / c_puct_base)   (log term only if base > 0),
+
+where ``N(s)`` counts the visits of the node itself (so the first choice already follows the
+priors) and an unvisited child has the first-play-urgency value ``Q(s) - fpu_reduction``.
+
+Cost: python-chess dominates. Each game keeps one board; the search descends with push/pop, lists
+legal moves once per node (at expansion) and keeps child statistics in small arrays over the legal
+moves only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import chess
+import numpy as np
+
+from alphazero.game import terminal_status
+
+
+class Evaluator(Protocol):
+    """The seam between search and network.
+
+    ``prepare`` is called once per leaf while ``board`` stands at that leaf (it must copy what it
+    needs: the board moves on afterwards); ``evaluate`` gets the prepared requests of one round and
+    returns ``priors`` (one ``float32 [len(moves)]`` array per request, summing to 1, over the legal
+    moves in the order given) and ``values`` (``float32 [B]`` in [-1, 1], for the side to move).
+    """
+
+    def prepare(self, board: chess.Board, moves: list[chess.Move]) -> Any: ...
+
+    def evaluate(self, requests: list[Any]) -> tuple[list[np.ndarray], np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Search budget and PUCT constants (AlphaZero's defaults where it had one)."""
+
+    num_simulations: int = 100
+    c_puct: float = 1.25
+    c_puct_base: float = 19652.0  # 0 disables the log growth of c
+    fpu_reduction: float = 0.25
+    dirichlet_alpha: float = 0.3
+    dirichlet_epsilon: float = 0.25
+    leaves_per_game: int = 1  # > 1 collects several leaves per game per network call (virtual loss)
+    virtual_loss: float = 1.0
+    reuse_tree: bool = True
+
+    def __post_init__(self) -> None:
+        if self.num_simulations < 1:
+            raise ValueError("search.num_simulations must be >= 1")
+        if self.leaves_per_game < 1:
+            raise ValueError("search.leaves_per_game must be >= 1")
+        if self.c_puct <= 0:
+            raise ValueError("search.c_puct must be > 0")
+        if not 0 <= self.dirichlet_epsilon <= 1:
+            raise ValueError("search.dirichlet_epsilon must be in [0, 1]")
+        if self.dirichlet_alpha <= 0:
+            raise ValueError("search.dirichlet_alpha must be > 0")
+
+
+class Node:
+    """One position in a tree. Edge statistics live in the parent, over its legal moves only."""
+
+    __slots__ = (
+        "moves", "priors", "children", "child_visits", "child_values", "visits", "value_sum",
+        "terminal_value", "pending",
+    )
+
+    def __init__(self) -> None:
+        self.moves: list[chess.Move] | None = None  # legal moves, set when first reached
+        self.priors: np.ndarray | None = None  # float32 [K]; None until the network has answered
+        self.children: list[Node | None] = []
+        self.child_visits: np.ndarray | None = None  # float64 [K], N(s, a), virtual visits included
+        self.child_values: np.ndarray | None = None  # float64 [K], W(s, a) for this node's mover
+        self.visits = 0  # N(s)
+        self.value_sum = 0.0  # for this node's mover
+        self.terminal_value: float | None = None  # true result for the mover when the game is over
+        self.pending = False  # waiting for the network in the current round
+
+    def expand(self, priors: np.ndarray) -> None:
+        count = len(self.moves)
+        self.priors = priors
+        self.children = [None] * count
+        self.child_visits = np.zeros(count)
+        self.child_values = np.zeros(count)
+        self.pending = False
+
+    @property
+    def value(self) -> float:
+        """Mean value for this node's mover (0 before any visit)."""
+        return self.value_sum / self.visits if self.visits else 0.0
+
+
+class GameTree:
+    """One game being searched: its board (with its move history), its tree, its own random stream.
+
+    Each tree draws its Dirichlet noise and samples its moves from its own generator, so a game's
+    search does not depend on which other games share the batch.
+    """
+
+    def __init__(self, board: chess.Board | None = None, seed: int | np.random.Generator | None = None) -> None:
+        self.board = board.copy() if board is not None else chess.Board()
+        self.root = Node()
+        self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        self.root_priors: np.ndarray | None = None  # the root's priors with this search's noise
+
+    def advance(self, move: chess.Move, reuse: bool = True) -> None:
+        """Play ``move`` and keep its subtree as the new root when ``reuse`` (noise is redrawn later)."""
+        root = self.root
+        child = None
+        if reuse and root.priors is not None:
+            try:
+                child = root.children[root.moves.index(move)]
+            except ValueError:
+                child = None
+        self.board.push(move)
+        self.root = child if child is not None else Node()
+        self.root_priors = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What one search of one game produced."""
+
+    move: chess.Move  # the move chosen (sampled at temperature > 0, else the most visited)
+    moves: list[chess.Move]  # the root's legal moves
+    visit_counts: np.ndarray  # int64 [K]
+    pi: np.ndarray  # float32 [K], visit distribution over ``moves``, sums to 1
+    root_value: float  # mean search value for the side to move at the root, in [-1, 1]
+    priors: np.ndarray  # float32 [K], the network's priors at the root (no noise)
+
+
+def choose_move_index(visit_counts: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """Index of the move to play: argmax visits at temperature 0, else sample ``N^(1/T)``."""
+    if temperature <= 0:
+        return int(np.argmax(visit_counts))
+    weights = np.asarray(visit_counts, dtype=np.float64) ** (1.0 / temperature)
+    total = weights.sum()
+    if total <= 0:
+        return int(rng.integers(len(weights)))
+    return int(rng.choice(len(weights), p=weights / total))
+
+
+class MCTS:
+    """Batched PUCT search: ``search(trees)`` advances every game's search and returns one result each."""
+
+    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig()) -> None:
+        self.evaluator = evaluator
+        self.config = config
+
+    def search(
+        self,
+        trees: Sequence[GameTree],
+        add_noise: bool = False,
+        temperature: float | Sequence[float] = 0.0,
+        num_simulations: int | None = None,
+    ) -> list[SearchResult]:
+        """Run ``num_simulations`` new simulations in every tree; the network sees all games' leaves per call.
+
+        ``add_noise`` mixes Dirichlet noise into each root's priors (self-play); ``temperature``
+        (one value, or one per tree) picks the move from the visit counts.
+        """
+        config = self.config
+        budget = config.num_simulations if num_simulations is None else num_simulations
+        temperatures = [temperature] * len(trees) if isinstance(temperature, (int, float)) else list(temperature)
+        if len(temperatures) != len(trees):
+            raise ValueError("one temperature per tree is needed")
+        self._expand_roots(trees)
+        for tree in trees:
+            root = tree.root
+            if add_noise and config.dirichlet_epsilon > 0 and len(root.moves) > 1:
+                noise = tree.rng.dirichlet(np.full(len(root.moves), config.dirichlet_alpha))
+                tree.root_priors = ((1 - config.dirichlet_epsilon) * root.priors + config.dirichlet_epsilon * noise).astype(np.float32)
+            else:
+                tree.root_priors = root.priors
+        # A root with one legal move needs no search: pi is certain whatever the simulations say.
+        remaining = [budget if len(tree.root.moves) > 1 else 0 for tree in trees]
+        active = [i for i, left in enumerate(remaining) if left > 0]
+        while active:
+            requests: list[Any] = []
+            leaves: list[tuple[Node, list[tuple[Node, int]]]] = []
+            for index in active:
+                tree = trees[index]
+                collected = 0
+                while remaining[index] > 0 and collected < config.leaves_per_game:
+                    outcome = self._select(tree)
+                    if outcome is None:  # collision with a leaf already waiting: stop this game's round
+                        break
+                    leaf, path, request = outcome
+                    if request is None:  # terminal: the true result backs up at once
+                        self._backup(leaf, path, leaf.terminal_value)
+                        remaining[index] -= 1
+                    else:
+                        requests.append(request)
+                        leaves.append((leaf, path))
+                        remaining[index] -= 1
+                        collected += 1
+            if requests:
+                priors, values = self.evaluator.evaluate(requests)
+                for (leaf, path), leaf_priors, value in zip(leaves, priors, values):
+                    leaf.expand(leaf_priors)
+                    self._backup(leaf, path, float(value))
+            active = [i for i in active if remaining[i] > 0]
+        return [self._result(tree, temp) for tree, temp in zip(trees, temperatures)]
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _expand_roots(self, trees: Sequence[GameTree]) -> None:
+        """Evaluate every root the network has not seen yet, in one call."""
+        requests, roots = [], []
+        for tree in trees:
+            root = tree.root
+            if root.priors is not None:
+                continue
+            moves = list(tree.board.legal_moves)
+            if terminal_status(tree.board, moves) is not None:
+                raise ValueError(f"cannot search a finished game: {tree.board.fen()}")
+            root.moves = moves
+            requests.append(self.evaluator.prepare(tree.board, moves))
+            roots.append(root)
+        if requests:
+            priors, values = self.evaluator.evaluate(requests)
+            for root, root_priors, value in zip(roots, priors, values):
+                root.expand(root_priors)
+                root.visits += 1
+                root.value_sum += float(value)
+
+    def _select(self, tree: GameTree) -> tuple[Node, list[tuple[Node, int]], Any] | None:
+        """Descend from the root to a leaf, adding virtual visits on the way.
+
+        Returns ``(leaf, path, request)``: ``request`` is ``None`` when the leaf is terminal. Returns
+        ``None`` (and undoes the virtual visits) when the leaf is already waiting for the network.
+        """
+        config = self.config
+        board = tree.board
+        node = tree.root
+        priors = tree.root_priors
+        path: list[tuple[Node, int]] = []
+        virtual_loss = config.virtual_loss
+        c_puct, c_base, fpu_reduction = config.c_puct, config.c_puct_base, config.fpu_reduction
+        request = None
+        while True:
+            if node.terminal_value is not None:
+                break
+            if node.priors is None:
+                if node.pending:
+                    for parent, index in path:
+                        parent.visits -= 1
+                        parent.child_visits[index] -= 1
+                        parent.child_values[index] += virtual_loss
+                    self._unwind(board, len(path))
+                    return None
+                if node.moves is None:
+                    moves = list(board.legal_moves)
+                    node.moves = moves
+                    status = terminal_status(board, moves)
+                    if status is not None:
+                        node.terminal_value = status[0]
+                        break
+                node.pending = True
+                request = self.evaluator.prepare(board, node.moves)
+                break
+            # PUCT: Q + U over this node's legal moves.
+            parent_visits = node.visits
+            c = c_puct + math.log((parent_visits + c_base + 1) / c_base) if c_base > 0 else c_puct
+            visits = node.child_visits
+            fpu = node.value_sum / parent_visits - fpu_reduction
+            q = np.divide(node.child_values, visits, out=np.full(len(visits), fpu), where=visits > 0)
+            scores = q + (c * math.sqrt(parent_visits)) * priors / (1.0 + visits)
+            index = int(scores.argmax())
+            node.visits += 1
+            visits[index] += 1
+            node.child_values[index] -= virtual_loss
+            path.append((node, index))
+            child = node.children[index]
+            if child is None:
+                child = node.children[index] = Node()
+            board.push(node.moves[index])
+            node = child
+            priors = child.priors
+        self._unwind(board, len(path))
+        return node, path, request
+
+    @staticmethod
+    def _unwind(board: chess.Board, plies: int) -> None:
+        for _ in range(plies):
+            board.pop()
+
+    def _backup(self, leaf: Node, path: list[tuple[Node, int]], value: float) -> None:
+        """Add ``value`` (for the leaf's mover) to the leaf and, negated at each step, to its ancestors."""
+        virtual_loss = self.config.virtual_loss
+        leaf.visits += 1
+        leaf.value_sum += value
+        for node, index in reversed(path):
+            value = -value
+            node.child_values[index] += virtual_loss + value
+            node.value_sum += value
+
+    def _result(self, tree: GameTree, temperature: float) -> SearchResult:
+        root = tree.root
+        counts = root.child_visits.astype(np.int64)
+        if counts.sum() == 0:  # a single legal move: nothing was searched
+            counts = np.ones(len(root.moves), dtype=np.int64) if len(root.moves) == 1 else counts
+        pi = (counts / counts.sum()).astype(np.float32)
+        index = choose_move_index(counts, temperature, tree.rng)
+        return SearchResult(
+            move=root.moves[index],
+            moves=list(root.moves),
+            visit_counts=counts,
+            pi=pi,
+            root_value=float(np.clip(root.value, -1.0, 1.0)),
+            priors=np.asarray(root.priors, dtype=np.float32),
+        )

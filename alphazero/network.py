@@ -1,0 +1,200 @@
+"""The policy/value network and its safe on-disk format.
+
+``PolicyValueNet`` maps planes ``uint8 [B, 24, 8, 8]`` (from ``alphazero.encoding``) to policy logits
+``float32 [B, 4672]`` (action layout of ``alphazero.encoding``) and a value ``float32 [B]`` in [-1, 1]
+for the side to move. The fixed input scaling of the encoder's integer planes happens inside
+``forward``, so callers pass the stored uint8 planes as they are.
+
+Files are written with ``torch.save`` of plain tensors and primitive types and read back with
+``torch.load(..., weights_only=True)``: loading a network never executes code from the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from alphazero import encoding
+
+NET_FORMAT = "alphazero-chess-net"
+NET_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Shape of the residual tower and heads."""
+
+    blocks: int = 4
+    channels: int = 48
+    value_channels: int = 4
+    value_hidden: int = 128
+    policy_channels: int = 48
+
+
+PRESETS: dict[str, NetworkConfig] = {
+    # Fast on one CPU thread; what the default training config uses.
+    "small": NetworkConfig(),
+    # A GPU preset in the spirit of lc0's mid-size nets.
+    "large": NetworkConfig(blocks=10, channels=128, value_channels=32, value_hidden=128, policy_channels=128),
+}
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(x + y)
+
+
+class PolicyValueNet(nn.Module):
+    """Residual conv tower with AlphaZero's policy (conv, 73 planes) and value (conv, fc, tanh) heads."""
+
+    def __init__(self, config: NetworkConfig = NetworkConfig()) -> None:
+        super().__init__()
+        self.config = config
+        c = config.channels
+        self.register_buffer("plane_offset", torch.from_numpy(encoding.PLANE_OFFSET).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("plane_scale", torch.from_numpy(encoding.PLANE_SCALE).view(1, -1, 1, 1), persistent=False)
+        self.stem = nn.Sequential(
+            nn.Conv2d(encoding.NUM_PLANES, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()
+        )
+        self.tower = nn.Sequential(*[ResidualBlock(c) for _ in range(config.blocks)])
+        self.policy_head = nn.Sequential(
+            nn.Conv2d(c, config.policy_channels, 3, padding=1, bias=False),
+            nn.BatchNorm2d(config.policy_channels),
+            nn.ReLU(),
+            nn.Conv2d(config.policy_channels, encoding.NUM_ACTIONS // 64, 1),
+        )
+        self.value_head = nn.Sequential(
+            nn.Conv2d(c, config.value_channels, 1, bias=False),
+            nn.BatchNorm2d(config.value_channels),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(config.value_channels * 64, config.value_hidden),
+            nn.ReLU(),
+            nn.Linear(config.value_hidden, 1),
+            nn.Tanh(),
+        )
+
+    def scale_input(self, planes: torch.Tensor) -> torch.Tensor:
+        """``uint8 [B, 24, 8, 8]`` -> ``float32 [B, 24, 8, 8]`` by the encoder's fixed affine map."""
+        return (planes.float() - self.plane_offset) * self.plane_scale
+
+    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """planes ``uint8 [B, 24, 8, 8]`` -> (policy logits ``[B, 4672]``, value ``[B]`` for side to move)."""
+        x = self.tower(self.stem(self.scale_input(planes)))
+        policy = self.policy_head(x).flatten(1)  # [B, 73 * 64]: action = plane * 64 + square
+        value = self.value_head(x).squeeze(1)
+        return policy, value
+
+
+def fuse_for_inference(net: PolicyValueNet) -> nn.Module:
+    """A copy of ``net`` in eval mode with every BatchNorm folded into its conv (fewer ops per call).
+
+    Same outputs as ``net.eval()`` to float rounding; used by the evaluator, never trained.
+    """
+    fused = PolicyValueNet(net.config)
+    fused.load_state_dict(net.state_dict())
+    fused.eval()
+
+    def fold(sequence: list[nn.Module]) -> list[nn.Module]:
+        out: list[nn.Module] = []
+        for module in sequence:
+            if isinstance(module, nn.BatchNorm2d) and out and isinstance(out[-1], nn.Conv2d):
+                out[-1] = torch.nn.utils.fusion.fuse_conv_bn_eval(out[-1], module)
+            else:
+                out.append(module)
+        return out
+
+    fused.stem = nn.Sequential(*fold(list(fused.stem)))
+    fused.policy_head = nn.Sequential(*fold(list(fused.policy_head)))
+    fused.value_head = nn.Sequential(*fold(list(fused.value_head)))
+    for block in fused.tower:
+        block.conv1 = torch.nn.utils.fusion.fuse_conv_bn_eval(block.conv1, block.bn1)
+        block.bn1 = nn.Identity()
+        block.conv2 = torch.nn.utils.fusion.fuse_conv_bn_eval(block.conv2, block.bn2)
+        block.bn2 = nn.Identity()
+    for parameter in fused.parameters():
+        parameter.requires_grad_(False)
+    return fused
+
+
+def net_to_payload(net: PolicyValueNet, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The network as plain tensors and primitives (what ``save_network`` writes)."""
+    return {
+        "format": NET_FORMAT,
+        "format_version": NET_FORMAT_VERSION,
+        "encoding_version": encoding.ENCODING_VERSION,
+        "config": dataclasses.asdict(net.config),
+        "state_dict": {k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
+        "metadata": dict(metadata or {}),
+    }
+
+
+def net_from_payload(payload: Any, source: str = "network") -> PolicyValueNet:
+    """Rebuild a network from ``net_to_payload`` output; ``ValueError`` naming ``source`` if malformed."""
+    if not isinstance(payload, dict) or payload.get("format") != NET_FORMAT:
+        raise ValueError(f"{source}: not an alphazero-chess network file")
+    if payload.get("format_version") != NET_FORMAT_VERSION:
+        raise ValueError(f"{source}: network format_version {payload.get('format_version')!r}, expected {NET_FORMAT_VERSION}")
+    if payload.get("encoding_version") != encoding.ENCODING_VERSION:
+        raise ValueError(f"{source}: made for encoding version {payload.get('encoding_version')!r}")
+    try:
+        config = NetworkConfig(**payload["config"])
+        net = PolicyValueNet(config)
+        net.load_state_dict(payload["state_dict"])
+    except (KeyError, TypeError, RuntimeError) as error:
+        raise ValueError(f"{source}: network weights do not match their config: {error}") from None
+    return net
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
+    """``torch.save`` to a temporary file in the same directory, fsync, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(obj, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def safe_torch_load(path: str | os.PathLike) -> Any:
+    """``torch.load(weights_only=True)``; a missing, truncated or foreign file raises ``ValueError`` naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises several types for damaged archives
+        raise ValueError(f"{path}: unreadable or corrupt ({type(error).__name__}: {error})") from None
+
+
+def save_network(net: PolicyValueNet, path: str | os.PathLike, metadata: dict[str, Any] | None = None) -> None:
+    """Write ``net`` atomically to ``path`` in the safe format."""
+    atomic_torch_save(net_to_payload(net, metadata), path)
+
+
+def load_network(path: str | os.PathLike) -> PolicyValueNet:
+    """Read a network written by ``save_network``; errors name the file."""
+    return net_from_payload(safe_torch_load(path), str(path))

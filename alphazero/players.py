@@ -1,0 +1,260 @@
+"""Players: anything that picks moves, made from one spec string everywhere (arena, puzzles, ratings).
+
+========================================================= ==================================================
+spec                                                      player
+========================================================= ==================================================
+``mcts:PATH?sims=N&cpuct=C``                              network with search; PATH a network file or a run
+                                                          directory (its current best network)
+``policy:PATH``                                           the raw network policy, most probable legal move
+``random``                                                uniformly random legal move
+``greedy``                                                mate in one, else the capture that wins the most
+                                                          material, else random
+``uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D`` any UCI engine with options and limits
+========================================================= ==================================================
+
+Every player answers ``choose_moves(boards)`` for many games at once (the network players batch
+them into one search). Boards are read, never changed. ``make_player(spec)`` raises ``ValueError``
+naming what is wrong with a bad spec.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import chess
+import chess.engine
+import numpy as np
+
+from alphazero.evaluator import NetworkEvaluator
+from alphazero.mcts import MCTS, GameTree, SearchConfig
+from alphazero.network import PolicyValueNet, load_network
+
+PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
+
+
+class Player(Protocol):
+    name: str
+
+    def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]: ...
+
+    def close(self) -> None: ...
+
+
+class RandomPlayer:
+    """A uniformly random legal mover."""
+
+    def __init__(self, seed: int | None = None, name: str = "random") -> None:
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+
+    def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
+        out = []
+        for board in boards:
+            moves = list(board.legal_moves)
+            out.append(moves[int(self.rng.integers(len(moves)))])
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def capture_gain(board: chess.Board, move: chess.Move) -> int:
+    """Material a move captures (en passant counts a pawn), plus what a promotion adds."""
+    gain = 0
+    if board.is_en_passant(move):
+        gain = 1
+    else:
+        captured = board.piece_type_at(move.to_square)
+        if captured is not None:
+            gain = PIECE_VALUES[captured]
+    if move.promotion:
+        gain += PIECE_VALUES[move.promotion] - 1
+    return gain
+
+
+class GreedyPlayer:
+    """Mate in one if there is one, else the move capturing the most material, else random."""
+
+    def __init__(self, seed: int | None = None, name: str = "greedy") -> None:
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+
+    def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
+        return [self._choose(board) for board in boards]
+
+    def _choose(self, board: chess.Board) -> chess.Move:
+        moves = list(board.legal_moves)
+        board = board.copy(stack=False)
+        for move in moves:
+            board.push(move)
+            mate = board.is_checkmate()
+            board.pop()
+            if mate:
+                return move
+        gains = np.array([capture_gain(board, move) for move in moves])
+        best = np.flatnonzero(gains == gains.max())
+        return moves[int(self.rng.choice(best))]
+
+    def close(self) -> None:
+        pass
+
+
+class PolicyPlayer:
+    """The network's raw policy: its most probable legal move, no search."""
+
+    def __init__(self, net: PolicyValueNet, name: str = "policy", device: str = "cpu") -> None:
+        self.name = name
+        self.evaluator = NetworkEvaluator(net, device=device)
+
+    def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
+        return [moves[int(np.argmax(priors))] for moves, priors, _ in self.evaluator.policy(boards)]
+
+    def close(self) -> None:
+        pass
+
+
+class MCTSPlayer:
+    """The network with PUCT search: no noise, most visited move, all games in one batched search."""
+
+    def __init__(self, net: PolicyValueNet, search: SearchConfig, name: str = "mcts", device: str = "cpu") -> None:
+        self.name = name
+        self.evaluator = NetworkEvaluator(net, device=device)
+        self.mcts = MCTS(self.evaluator, search)
+
+    def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
+        if not boards:
+            return []
+        trees = [GameTree(board, seed=0) for board in boards]
+        return [result.move for result in self.mcts.search(trees, add_noise=False, temperature=0.0)]
+
+    def close(self) -> None:
+        pass
+
+
+class UCIPlayer:
+    """A UCI engine (e.g. Stockfish) with options and a search limit; one engine process."""
+
+    def __init__(self, command: str, options: dict[str, str], limit: chess.engine.Limit, name: str) -> None:
+        self.name = name
+        self.limit = limit
+        try:
+            self.engine = chess.engine.SimpleEngine.popen_uci(shlex.split(command))
+        except (FileNotFoundError, PermissionError, OSError, chess.engine.EngineError) as error:
+            raise ValueError(f"uci engine {command!r} could not be started: {error}") from None
+        try:
+            known = {name.lower(): name for name in self.engine.options}
+            config = {}
+            for key, value in options.items():
+                if key.lower() not in known:
+                    raise ValueError(f"uci engine {command!r} has no option {key!r}")
+                config[known[key.lower()]] = value
+            self.engine.configure(config)
+        except (ValueError, chess.engine.EngineError) as error:
+            self.engine.quit()
+            raise ValueError(f"uci engine {command!r}: bad option: {error}") from None
+
+    def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
+        moves = []
+        for board in boards:
+            result = self.engine.play(board, self.limit)
+            if result.move is None:
+                raise RuntimeError(f"{self.name} returned no move for {board.fen()}")
+            moves.append(result.move)
+        return moves
+
+    def close(self) -> None:
+        try:
+            self.engine.quit()
+        except (chess.engine.EngineTerminatedError, chess.engine.EngineError):
+            pass
+
+
+def resolve_network_path(path: str) -> Path:
+    """A network file, or a run directory meaning its current best network."""
+    candidate = Path(path)
+    if candidate.is_dir():
+        from alphazero.checkpoint import RunDirectory
+
+        run = RunDirectory(candidate)
+        state = run.read_state()
+        return run.network_path(state.best_generation)
+    if not candidate.is_file():
+        raise ValueError(f"no network file or run directory at {path!r}")
+    return candidate
+
+
+def _parse_query(spec: str, query: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    if not query:
+        return params
+    for part in query.split("&"):
+        if "=" not in part:
+            raise ValueError(f"player spec {spec!r}: parameter {part!r} is not name=value")
+        key, value = part.split("=", 1)
+        params[key.strip()] = value.strip()
+    return params
+
+
+def _number(spec: str, key: str, value: str, kind: type) -> float | int:
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(f"player spec {spec!r}: {key}={value!r} is not a valid {kind.__name__}") from None
+    if number <= 0:
+        raise ValueError(f"player spec {spec!r}: {key} must be positive")
+    return number
+
+
+def make_player(spec: str, seed: int | None = None, search: SearchConfig | None = None, device: str = "cpu") -> Player:
+    """Build a player from its spec string (table in the module docstring)."""
+    spec = spec.strip()
+    kind, _, rest = spec.partition(":")
+    kind = kind.lower()
+    if kind == "random" and not rest:
+        return RandomPlayer(seed, name=spec)
+    if kind == "greedy" and not rest:
+        return GreedyPlayer(seed, name=spec)
+    if kind in ("mcts", "policy"):
+        path, _, query = rest.partition("?")
+        if not path:
+            raise ValueError(f"player spec {spec!r}: missing network path ({kind}:PATH)")
+        params = _parse_query(spec, query)
+        net = load_network(resolve_network_path(path))
+        if kind == "policy":
+            if params:
+                raise ValueError(f"player spec {spec!r}: policy takes no parameters")
+            return PolicyPlayer(net, name=spec, device=device)
+        config = search or SearchConfig(num_simulations=100)
+        changes: dict = {}
+        for key, value in params.items():
+            if key in ("sims", "nodes"):
+                changes["num_simulations"] = int(_number(spec, key, value, int))
+            elif key in ("cpuct", "c_puct"):
+                changes["c_puct"] = float(_number(spec, key, value, float))
+            else:
+                raise ValueError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct)")
+        from dataclasses import replace
+
+        return MCTSPlayer(net, replace(config, **changes), name=spec, device=device)
+    if kind == "uci":
+        command, _, query = rest.partition("?")
+        if not command:
+            raise ValueError(f"player spec {spec!r}: missing engine command (uci:COMMAND)")
+        params = _parse_query(spec, query)
+        limits: dict = {}
+        options: dict[str, str] = {}
+        for key, value in params.items():
+            if key == "nodes":
+                limits["nodes"] = int(_number(spec, key, value, int))
+            elif key == "depth":
+                limits["depth"] = int(_number(spec, key, value, int))
+            elif key == "movetime":
+                limits["time"] = float(_number(spec, key, value, float)) / 1000.0
+            else:
+                options[key] = value
+        if not limits:
+            limits["time"] = 0.1
+        return UCIPlayer(command, options, chess.engine.Limit(**limits), name=spec)
+    raise ValueError(f"player spec {spec!r}: unknown kind {kind!r} (known: mcts, policy, random, greedy, uci)")

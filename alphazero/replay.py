@@ -1,0 +1,221 @@
+"""Game records, the versioned on-disk shard format, and the sampling window.
+
+A shard is one ``.npz`` file (no pickles; ``allow_pickle=False`` on read) holding several finished
+games, written atomically (temp file + rename) under ``RUN/replay/``. Per position it stores the packed
+planes (``alphazero.encoding``, 122 bytes), the search's visit counts over the moves it visited as a
+sparse list of ``(action uint16, count uint16)``, and ``z`` (int8, the final result for the side to
+move). Per game: the network version that played it, its result and its PGN. Measured size is in
+the README (well under 256 bytes per position with compression).
+
+``ReplayWindow`` keeps the newest ``window_positions`` positions in memory (packed) and samples
+uniformly from them, expanding to dense training tensors only for the sampled batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from alphazero import encoding
+
+SHARD_FORMAT_VERSION = 1
+_SHARD_NAME = re.compile(r"^shard-(\d{8})\.npz$")
+
+
+@dataclass
+class GameRecord:
+    """One finished game's training data (positions in play order)."""
+
+    planes: np.ndarray  # uint8 [T, 122], packed, side-to-move frame
+    policy_offsets: np.ndarray  # int64 [T + 1]: position t's targets are [offsets[t], offsets[t+1])
+    policy_actions: np.ndarray  # uint16 [sum K]: actions with visits
+    policy_counts: np.ndarray  # uint16 [sum K]: their visit counts (pi = counts / sum)
+    z: np.ndarray  # int8 [T]: final result for the side to move at each position
+    root_values: np.ndarray  # float16 [T]: search value for the side to move, for diagnostics
+    result: str  # "1-0", "0-1", "1/2-1/2"
+    termination: str  # checkmate, stalemate, ..., max length
+    network_version: int
+    pgn: str
+    plies: int  # plies in the whole game (including unrecorded opening plies)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_positions(self) -> int:
+        return int(self.planes.shape[0])
+
+
+def _atomic_write_bytes(path: Path, writer) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            writer(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_shard(path: str | os.PathLike, games: Sequence[GameRecord]) -> None:
+    """Write ``games`` as one compressed shard, atomically."""
+    if not games:
+        raise ValueError("a shard needs at least one game")
+    position_counts = np.array([g.num_positions for g in games], dtype=np.int64)
+    policy_lengths = np.concatenate([np.diff(g.policy_offsets) for g in games]).astype(np.int64)
+    meta = {
+        "results": [g.result for g in games],
+        "terminations": [g.termination for g in games],
+        "pgns": [g.pgn for g in games],
+        "plies": [g.plies for g in games],
+        "extra": [g.extra for g in games],
+    }
+    arrays = {
+        "format_version": np.array([SHARD_FORMAT_VERSION], dtype=np.int32),
+        "encoding_version": np.array([encoding.ENCODING_VERSION], dtype=np.int32),
+        "game_positions": position_counts,
+        "network_versions": np.array([g.network_version for g in games], dtype=np.int32),
+        "planes": np.concatenate([g.planes for g in games]).astype(np.uint8),
+        "policy_lengths": policy_lengths.astype(np.uint16),
+        "policy_actions": np.concatenate([g.policy_actions for g in games]).astype(np.uint16),
+        "policy_counts": np.concatenate([g.policy_counts for g in games]).astype(np.uint16),
+        "z": np.concatenate([g.z for g in games]).astype(np.int8),
+        "root_values": np.concatenate([g.root_values for g in games]).astype(np.float16),
+        "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
+    }
+    _atomic_write_bytes(Path(path), lambda handle: np.savez_compressed(handle, **arrays))
+
+
+@dataclass
+class Shard:
+    """A shard as loaded: flat per-position arrays plus per-game metadata."""
+
+    path: Path
+    planes: np.ndarray  # uint8 [P, 122]
+    policy_offsets: np.ndarray  # int64 [P + 1]
+    policy_actions: np.ndarray  # uint16
+    policy_counts: np.ndarray  # uint16
+    z: np.ndarray  # int8 [P]
+    root_values: np.ndarray  # float16 [P]
+    game_positions: np.ndarray  # int64 [G]
+    network_versions: np.ndarray  # int32 [G]
+    results: list[str]
+    terminations: list[str]
+    pgns: list[str]
+    plies: list[int]
+
+    @property
+    def num_positions(self) -> int:
+        return int(self.planes.shape[0])
+
+    @property
+    def num_games(self) -> int:
+        return int(self.game_positions.shape[0])
+
+
+def read_shard(path: str | os.PathLike) -> Shard:
+    """Load a shard; a truncated, corrupt or foreign file raises ``ValueError`` naming it."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as error:
+        raise ValueError(f"replay shard {path} is unreadable or corrupt: {error}") from None
+    try:
+        version = int(arrays["format_version"][0])
+        if version != SHARD_FORMAT_VERSION:
+            raise ValueError(f"replay shard {path}: format_version {version}, expected {SHARD_FORMAT_VERSION}")
+        if int(arrays["encoding_version"][0]) != encoding.ENCODING_VERSION:
+            raise ValueError(f"replay shard {path}: made with another encoding version")
+        meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
+        lengths = arrays["policy_lengths"].astype(np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        shard = Shard(
+            path=path,
+            planes=arrays["planes"],
+            policy_offsets=offsets,
+            policy_actions=arrays["policy_actions"],
+            policy_counts=arrays["policy_counts"],
+            z=arrays["z"],
+            root_values=arrays["root_values"],
+            game_positions=arrays["game_positions"].astype(np.int64),
+            network_versions=arrays["network_versions"],
+            results=list(meta["results"]),
+            terminations=list(meta["terminations"]),
+            pgns=list(meta["pgns"]),
+            plies=list(meta["plies"]),
+        )
+    except (KeyError, json.JSONDecodeError, UnicodeDecodeError, IndexError) as error:
+        raise ValueError(f"replay shard {path} is missing data: {error}") from None
+    total = int(shard.game_positions.sum())
+    if not (shard.planes.shape == (total, encoding.PACKED_SIZE) and len(shard.z) == total
+            and len(lengths) == total and offsets[-1] == len(shard.policy_actions) == len(shard.policy_counts)):
+        raise ValueError(f"replay shard {path} is inconsistent (array sizes disagree)")
+    return shard
+
+
+def shard_paths(replay_dir: str | os.PathLike) -> list[Path]:
+    """Shards in ``replay_dir`` in sequence order (temporary files of interrupted writes are ignored)."""
+    replay_dir = Path(replay_dir)
+    if not replay_dir.is_dir():
+        return []
+    return sorted(p for p in replay_dir.iterdir() if _SHARD_NAME.match(p.name))
+
+
+def next_shard_path(replay_dir: str | os.PathLike) -> Path:
+    paths = shard_paths(replay_dir)
+    number = int(_SHARD_NAME.match(paths[-1].name).group(1)) + 1 if paths else 0
+    return Path(replay_dir) / f"shard-{number:08d}.npz"
+
+
+class ReplayWindow:
+    """The newest ``capacity`` positions of a run, sampled uniformly for training.
+
+    ``add(shard)`` appends a loaded shard and drops the oldest shards that fall entirely outside
+    the window; ``sample(batch, rng)`` returns dense training arrays for a uniform sample.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.shards: list[Shard] = []
+        self._starts = np.zeros(1, dtype=np.int64)
+
+    @property
+    def num_positions(self) -> int:
+        return int(min(self.capacity, sum(s.num_positions for s in self.shards)))
+
+    def add(self, shard: Shard) -> None:
+        self.shards.append(shard)
+        total = sum(s.num_positions for s in self.shards)
+        while self.shards and total - self.shards[0].num_positions >= self.capacity:
+            total -= self.shards.pop(0).num_positions
+        self._starts = np.concatenate(([0], np.cumsum([s.num_positions for s in self.shards])))
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(planes ``uint8 [B, 24, 8, 8]``, pi ``float32 [B, 4672]``, z ``float32 [B]``), uniform over the window."""
+        total = int(self._starts[-1])
+        if total == 0:
+            raise ValueError("the replay window is empty")
+        window = min(total, self.capacity)
+        flat = rng.integers(total - window, total, size=batch_size)  # newest `window` positions
+        shard_index = np.searchsorted(self._starts, flat, side="right") - 1
+        packed = np.empty((batch_size, encoding.PACKED_SIZE), dtype=np.uint8)
+        pi = np.zeros((batch_size, encoding.NUM_ACTIONS), dtype=np.float32)
+        z = np.empty(batch_size, dtype=np.float32)
+        for row, (s, position) in enumerate(zip(shard_index, flat - self._starts[shard_index])):
+            shard = self.shards[s]
+            packed[row] = shard.planes[position]
+            z[row] = shard.z[position]
+            lo, hi = shard.policy_offsets[position], shard.policy_offsets[position + 1]
+            counts = shard.policy_counts[lo:hi].astype(np.float32)
+            pi[row, shard.policy_actions[lo:hi]] = counts / counts.sum()
+        return encoding.unpack_planes(packed), pi, z

@@ -1,0 +1,158 @@
+"""The learner: loss, optimizer step, and the state a resume needs.
+
+loss = (z - v)^2 + cross_entropy(pi, p) + L2, with L2 applied as SGD weight decay
+(``weight_decay * theta`` added to each gradient, i.e. ``weight_decay / 2 * |theta|^2`` in the loss).
+``Learner`` owns the network being trained, its optimizer and schedule, the replay window and the
+random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through safe formats.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from alphazero.config import TrainConfig
+from alphazero.network import NetworkConfig, PolicyValueNet, net_from_payload, net_to_payload
+from alphazero.replay import ReplayWindow, read_shard
+
+LEARNER_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StepStats:
+    step: int
+    loss: float
+    value_loss: float
+    policy_loss: float
+    learning_rate: float
+    samples_per_s: float
+
+
+def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(total, value, policy) losses for a batch: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``."""
+    logits, value = net(planes)
+    value_loss = F.mse_loss(value, z)
+    policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    return value_loss + policy_loss, value_loss, policy_loss
+
+
+class Learner:
+    """Trains a ``PolicyValueNet`` on uniform samples from a window of recent self-play positions."""
+
+    def __init__(self, network: NetworkConfig, config: TrainConfig, seed: int = 0) -> None:
+        device = config.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.config = config
+        torch.manual_seed(seed)
+        self.net = PolicyValueNet(network).to(self.device)
+        self.optimizer = torch.optim.SGD(
+            self.net.parameters(), lr=config.learning_rate, momentum=config.momentum,
+            weight_decay=config.weight_decay, nesterov=config.momentum > 0,
+        )
+        self.step = 0
+        self.samples_trained = 0
+        self.rng = np.random.default_rng(seed)
+        self.window = ReplayWindow(config.window_positions)
+        self.shards_loaded: list[str] = []
+
+    # -- data -------------------------------------------------------------------------------------
+
+    def add_shards(self, paths: list[str | Path]) -> int:
+        """Load new shards into the window (already loaded ones are skipped); returns window size."""
+        for path in paths:
+            name = Path(path).name
+            if name in self.shards_loaded:
+                continue
+            self.window.add(read_shard(path))
+            self.shards_loaded.append(name)
+        return self.window.num_positions
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def learning_rate(self) -> float:
+        drops = sum(1 for milestone in self.config.lr_milestones if self.step >= milestone)
+        return self.config.learning_rate * self.config.lr_gamma**drops
+
+    def train(self, num_steps: int) -> StepStats:
+        """Run ``num_steps`` optimizer steps; returns the mean losses over them."""
+        if self.window.num_positions == 0:
+            raise ValueError("cannot train: the replay window is empty")
+        self.net.train()
+        totals = np.zeros(3)
+        start = time.perf_counter()
+        for _ in range(num_steps):
+            rate = self.learning_rate()
+            for group in self.optimizer.param_groups:
+                group["lr"] = rate
+            planes, pi, z = self.window.sample(self.config.batch_size, self.rng)
+            planes_t = torch.from_numpy(planes).to(self.device)
+            pi_t = torch.from_numpy(pi).to(self.device)
+            z_t = torch.from_numpy(z).to(self.device)
+            loss, value_loss, policy_loss = compute_loss(self.net, planes_t, pi_t, z_t)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            totals += (loss.item(), value_loss.item(), policy_loss.item())
+            self.step += 1
+            self.samples_trained += self.config.batch_size
+        elapsed = time.perf_counter() - start
+        mean = totals / max(num_steps, 1)
+        return StepStats(
+            step=self.step, loss=float(mean[0]), value_loss=float(mean[1]), policy_loss=float(mean[2]),
+            learning_rate=self.learning_rate(), samples_per_s=num_steps * self.config.batch_size / max(elapsed, 1e-9),
+        )
+
+    # -- weights and state ------------------------------------------------------------------------
+
+    def get_weights(self) -> dict[str, Any]:
+        """The network as a safe payload (``alphazero.network.net_to_payload``)."""
+        return net_to_payload(self.net)
+
+    def get_network(self) -> PolicyValueNet:
+        return net_from_payload(self.get_weights())
+
+    def set_weights(self, payload: dict[str, Any]) -> None:
+        self.net.load_state_dict(net_from_payload(payload).state_dict())
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs, as tensors and primitives (loadable with ``weights_only=True``)."""
+        rng_state = self.rng.bit_generator.state
+        return {
+            "format": "alphazero-chess-learner",
+            "format_version": LEARNER_FORMAT_VERSION,
+            "network": self.get_weights(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step,
+            "samples_trained": self.samples_trained,
+            "numpy_rng": {"state": int(rng_state["state"]["state"]), "inc": int(rng_state["state"]["inc"]),
+                          "has_uint32": int(rng_state["has_uint32"]), "uinteger": int(rng_state["uinteger"])},
+            "torch_rng": torch.get_rng_state(),
+            "shards_loaded": list(self.shards_loaded),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], source: str = "learner state") -> None:
+        if not isinstance(state, dict) or state.get("format") != "alphazero-chess-learner":
+            raise ValueError(f"{source}: not a learner state file")
+        if state.get("format_version") != LEARNER_FORMAT_VERSION:
+            raise ValueError(f"{source}: learner format_version {state.get('format_version')!r}, expected {LEARNER_FORMAT_VERSION}")
+        try:
+            self.net.load_state_dict(net_from_payload(state["network"], source).state_dict())
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step = int(state["step"])
+            self.samples_trained = int(state["samples_trained"])
+            rng = state["numpy_rng"]
+            self.rng.bit_generator.state = {
+                "bit_generator": "PCG64", "state": {"state": rng["state"], "inc": rng["inc"]},
+                "has_uint32": rng["has_uint32"], "uinteger": rng["uinteger"],
+            }
+            torch.set_rng_state(state["torch_rng"])
+        except (KeyError, TypeError, RuntimeError) as error:
+            raise ValueError(f"{source}: incomplete learner state: {error}") from None

@@ -1,0 +1,1 @@
+"""Ray layer: thin actors around the core classes, and the training driver."""

@@ -1,0 +1,143 @@
+"""Thin Ray wrappers around the core classes: self-play, learner and the arena task.
+
+Each class here is plain Python around an ``alphazero`` core object; ``workers.driver`` turns them
+into actors with ``ray.remote(**options)(Class)``. An actor keeps no state Ray must restore: a new
+self-play actor starts from the weights it is given, a new learner reloads ``learner.pt``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from alphazero.arena import book_openings, play_match, random_openings
+from alphazero.checkpoint import RunDirectory, append_jsonl
+from alphazero.config import RunConfig
+from alphazero.evaluator import NetworkEvaluator
+from alphazero.network import atomic_torch_save, net_from_payload, safe_torch_load, save_network
+from alphazero.players import MCTSPlayer
+from alphazero.replay import shard_paths
+from alphazero.selfplay import SelfPlayer
+from alphazero.train import Learner
+
+
+def _node_info() -> dict[str, Any]:
+    try:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+    except Exception:  # outside Ray
+        node = None
+    return {"pid": os.getpid(), "node_id": node}
+
+
+class SelfPlayWorker:
+    """Plays self-play games with the newest promoted weights it was given."""
+
+    def __init__(self, config: RunConfig, weights: dict[str, Any], version: int, seed: int) -> None:
+        torch.set_num_threads(config.workers.torch_threads_per_worker)
+        self.evaluator = NetworkEvaluator(net_from_payload(weights), device="auto")
+        self.player = SelfPlayer(self.evaluator, config.search, config.selfplay, seed=seed, network_version=version)
+        self.version = version
+
+    def info(self) -> dict[str, Any]:
+        return _node_info()
+
+    def set_weights(self, version: int, weights: dict[str, Any]) -> int:
+        """Use ``weights`` (network ``version``) from the next move on; games in flight continue with it."""
+        if version != self.version:
+            self.evaluator.set_network(net_from_payload(weights))
+            self.player.set_network_version(version)
+            self.version = version
+        return version
+
+    def play(self, min_games: int) -> tuple[list, dict[str, Any]]:
+        """Play until ``min_games`` games finish; returns (GameRecords, counters)."""
+        before = self.player.positions_played
+        games = self.player.play(min_games)
+        return games, {"positions": self.player.positions_played - before, "version": self.version}
+
+
+class LearnerWorker:
+    """The learner over the run directory: loads ``learner.pt`` if present, saves after every call."""
+
+    def __init__(self, run_dir: str, config: RunConfig, torch_threads: int = 1) -> None:
+        torch.set_num_threads(max(1, torch_threads))
+        self.run = RunDirectory(run_dir)
+        self.config = config
+        self.learner = Learner(config.network, config.train, seed=config.seed)
+        if self.run.learner_path.exists():
+            self.learner.load_state_dict(safe_torch_load(self.run.learner_path), str(self.run.learner_path))
+        self._load_recent_shards()
+
+    def info(self) -> dict[str, Any]:
+        return {**_node_info(), "step": self.learner.step, "samples_trained": self.learner.samples_trained}
+
+    def _load_recent_shards(self) -> None:
+        """Fill the window with the newest shards on disk (what a resume needs)."""
+        from alphazero.replay import read_shard
+
+        chosen, total = [], 0
+        for path in reversed(shard_paths(self.run.replay_dir)):
+            shard = read_shard(path)
+            chosen.append(shard)
+            total += shard.num_positions
+            if total >= self.config.train.window_positions:
+                break
+        for shard in reversed(chosen):
+            self.learner.window.add(shard)
+            self.learner.shards_loaded.append(shard.path.name)
+
+    def add_shards(self, paths: list[str]) -> int:
+        return self.learner.add_shards(paths)
+
+    def window_size(self) -> int:
+        return self.learner.window.num_positions
+
+    def save(self) -> None:
+        atomic_torch_save(self.learner.state_dict(), self.run.learner_path)
+
+    def train(self, num_steps: int) -> dict[str, Any]:
+        stats = self.learner.train(num_steps)
+        self.save()
+        record = {
+            "step": stats.step, "loss": stats.loss, "value_loss": stats.value_loss,
+            "policy_loss": stats.policy_loss, "learning_rate": stats.learning_rate,
+            "samples_per_s": stats.samples_per_s, "samples_trained": self.learner.samples_trained,
+            "window": self.learner.window.num_positions,
+        }
+        append_jsonl(self.run.metrics_path, record)
+        return record
+
+    def get_weights(self) -> dict[str, Any]:
+        return self.learner.get_weights()
+
+    def save_network(self, path: str, metadata: dict[str, Any]) -> str:
+        save_network(self.learner.get_network(), path, metadata)
+        return path
+
+
+def run_arena(candidate: dict[str, Any], best: dict[str, Any], config: RunConfig, generation: int,
+              torch_threads: int = 1) -> dict[str, Any]:
+    """Candidate (A) against best (B) over ``config.arena``; returns W/D/L for the candidate and PGNs."""
+    torch.set_num_threads(max(1, torch_threads))
+    arena = config.arena
+    search = replace(config.search, num_simulations=arena.num_simulations)
+    pairs = arena.games // 2
+    seed = config.seed * 100_003 + generation
+    if arena.opening_book:
+        openings = book_openings(arena.opening_book, pairs, plies=max(arena.random_opening_plies, 1), seed=seed)
+    else:
+        openings = random_openings(pairs, arena.random_opening_plies, seed=seed)
+    player_a = MCTSPlayer(net_from_payload(candidate), search, name=f"gen-{generation:04d}", device="auto")
+    player_b = MCTSPlayer(net_from_payload(best), search, name="best", device="auto")
+    outcome = play_match(player_a, player_b, openings, max_plies=arena.max_plies, event=f"arena gen {generation}")
+    return {
+        "wins": outcome.wins, "draws": outcome.draws, "losses": outcome.losses,
+        "pair_scores": outcome.pair_scores(), "terminations": outcome.terminations(),
+        "pgns": [game.pgn for game in outcome.games],
+    }

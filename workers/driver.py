@@ -1,0 +1,363 @@
+"""The training driver: self-play actors -> replay shards -> learner -> arena -> promotion.
+
+Runs in the process of ``alphazero train``. It owns the run directory's state and the only writes
+of replay shards; actors only compute. Self-play and learning run concurrently: the driver reacts
+to whichever call finishes first (``ray.wait``), bounded by ``train.max_sample_reuse`` (trained
+samples <= reuse x positions generated). Every ``arena.steps_per_generation`` learner steps the
+learner's weights become a candidate that plays the best in an arena task; a score >= threshold
+promotes it and the self-play actors switch to it between moves.
+
+Faults: a self-play actor or the learner that dies is replaced (the learner reloads its last
+save) and the run goes on; both are logged in ``events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from alphazero.checkpoint import ArenaRecord, RunDirectory, RunState, resume_conflicts
+from alphazero.config import RunConfig
+from alphazero.elo import match_result
+from alphazero.network import net_to_payload, safe_torch_load
+from alphazero.replay import next_shard_path, read_shard, shard_paths, write_shard
+from workers.actors import LearnerWorker, SelfPlayWorker, run_arena
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or continue; the message says why."""
+
+
+def start_ray(address: str | None, config: RunConfig) -> bool:
+    """Start an embedded local Ray on loopback (``address`` None) or join a cluster; True if we started it."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    runtime_env = {"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
+    if address is None:
+        workers = config.workers
+        wanted = workers.num_selfplay_workers * workers.cpus_per_selfplay_worker + workers.learner_cpus + workers.arena_cpus
+        ray.init(
+            address="local",
+            num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)),
+            include_dashboard=False,
+            object_store_memory=workers.object_store_memory_mb * 1024 * 1024,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=True,
+            runtime_env=runtime_env,
+        )
+        return True
+    ray.init(address=address, runtime_env=runtime_env)
+    return False
+
+
+def _check_resources(config: RunConfig) -> None:
+    workers = config.workers
+    available = ray.cluster_resources().get("CPU", 0.0)
+    largest = max(workers.cpus_per_selfplay_worker, workers.learner_cpus, workers.arena_cpus)
+    total = workers.num_selfplay_workers * workers.cpus_per_selfplay_worker + workers.learner_cpus
+    if total > available + 1e-9:
+        raise RunError(
+            f"the Ray cluster has {available:g} CPUs but the config asks for {total:g} "
+            f"({workers.num_selfplay_workers} self-play x {workers.cpus_per_selfplay_worker:g} + learner "
+            f"{workers.learner_cpus:g}); lower workers.* or add nodes"
+        )
+    if largest > available:
+        raise RunError(f"no node can host an actor needing {largest:g} CPUs")
+
+
+class Progress:
+    """One status line: rewritten in place on a terminal, printed every ``interval`` s otherwise."""
+
+    def __init__(self, stream=sys.stderr, interval: float = 10.0) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.interval = 1.0 if self.tty else interval
+        self.last = 0.0
+
+    def update(self, text: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < self.interval:
+            return
+        self.last = now
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def message(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+class Driver:
+    """Runs one training run to its configured end; see the module docstring."""
+
+    def __init__(self, config: RunConfig, run_dir: str | Path, resume: bool,
+                 progress: Progress | None = None) -> None:
+        self.run = RunDirectory(run_dir)
+        self.progress = progress or Progress()
+        if resume:
+            if not self.run.state_path.exists():
+                raise RunError(f"--resume: {self.run.path} holds no run (no state.json)")
+            saved = self.run.read_config()
+            conflicts = resume_conflicts(saved, config)
+            if conflicts:
+                raise RunError("cannot resume with this config: " + "; ".join(conflicts))
+            self.state = self.run.read_state()
+            best = self.run.network_path(self.state.best_generation)
+            safe_torch_load(best)  # fails now, naming the file, if the best network is damaged
+            self._recount_replay()
+        else:
+            if self.run.exists():
+                raise RunError(f"{self.run.path} already holds a run; pass --resume to continue it or pick a new --run-dir")
+            self.state = RunState()
+        self.config = config
+        self.resume = resume
+
+    def _recount_replay(self) -> None:
+        """Games and positions come from the shards on disk (the truth after a kill)."""
+        games = positions = 0
+        for path in shard_paths(self.run.replay_dir):
+            shard = read_shard(path)
+            games += shard.num_games
+            positions += shard.num_positions
+        self.state.games, self.state.positions = games, positions
+
+    # -- actors -----------------------------------------------------------------------------------
+
+    def _here(self) -> NodeAffinitySchedulingStrategy:
+        return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+
+    def _make_learner(self):
+        workers = self.config.workers
+        cls = ray.remote(num_cpus=workers.learner_cpus, max_restarts=0)(LearnerWorker)
+        threads = max(1, int(workers.learner_cpus) or 1)
+        return cls.options(scheduling_strategy=self._here()).remote(str(self.run.path), self.config, threads)
+
+    def _make_selfplay(self, index: int, weights_ref, version: int):
+        workers = self.config.workers
+        cls = ray.remote(num_cpus=workers.cpus_per_selfplay_worker, max_restarts=0)(SelfPlayWorker)
+        seed = self.config.seed * 1_000_003 + self.state.games * 7919 + index
+        actor = cls.options(scheduling_strategy="SPREAD").remote(self.config, weights_ref, version, seed)
+        info = ray.get(actor.info.remote(), timeout=300)
+        self.run.log_event("selfplay_started", worker=index, **info)
+        return actor
+
+    # -- main loop --------------------------------------------------------------------------------
+
+    def train(self) -> RunState:
+        config, state, run = self.config, self.state, self.run
+        _check_resources(config)
+        learner = self._make_learner()
+        if not self.resume:
+            run.write_config(config)
+            ray.get(learner.save_network.remote(str(run.network_path(0)), {"generation": 0}), timeout=300)
+            ray.get(learner.save.remote(), timeout=300)
+            run.write_state(state)
+            run.log_event("run_started", config=str(run.config_path))
+        else:
+            run.log_event("run_resumed", generation=state.generation, games=state.games, positions=state.positions)
+        info = ray.get(learner.info.remote(), timeout=600)
+        state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
+        best_ref = ray.put(safe_torch_load(run.network_path(state.best_generation)))
+        actors = [self._make_selfplay(i, best_ref, state.network_version) for i in range(config.workers.num_selfplay_workers)]
+        versions = [state.network_version] * len(actors)
+        pending: dict[Any, tuple[str, int]] = {}
+        for i, actor in enumerate(actors):
+            pending[actor.play.remote(config.selfplay.games_per_call)] = ("play", i)
+        train_ref = None
+        arena_ref = None
+        arena_candidate: tuple[int, Path, Any] | None = None
+        last_arena_step = state.learner_step - (state.learner_step % config.arena.steps_per_generation)
+        if state.arenas:
+            last_arena_step = max(last_arena_step, state.arenas[-1].learner_step)
+        last_losses: dict[str, float] = {}
+        started = time.monotonic()
+        elapsed_before = state.elapsed_s
+        rates = _Rates()
+        stop_reason = None
+
+        def status() -> str:
+            arena = state.arenas[-1] if state.arenas else None
+            arena_text = (f"{arena.wins}-{arena.draws}-{arena.losses} {arena.elo:+.0f} Elo {'promoted' if arena.promoted else 'kept'}"
+                          if arena else "none yet")
+            loss_text = (f"loss {last_losses['loss']:.3f} (v {last_losses['value_loss']:.3f} p {last_losses['policy_loss']:.3f})"
+                         if last_losses else "loss -")
+            return (f"gen {state.generation} best gen-{state.best_generation:04d} v{state.network_version} | "
+                    f"games {state.games} ({rates.games_per_s():.2f}/s) | pos {state.positions} ({rates.positions_per_s():.0f}/s) | "
+                    f"window {min(state.positions, config.train.window_positions)} | step {state.learner_step} {loss_text} | "
+                    f"arena {arena_text}")
+
+        try:
+            while stop_reason is None:
+                # Learner: train when there is enough data and the reuse bound allows another call.
+                if train_ref is None:
+                    steps = config.train.steps_per_call
+                    allowed = config.train.max_sample_reuse * state.positions
+                    enough = min(state.positions, config.train.window_positions) >= config.train.min_positions
+                    if enough and state.samples_trained + steps * config.train.batch_size <= allowed:
+                        train_ref = learner.train.remote(steps)
+                        pending[train_ref] = ("train", 0)
+                # Arena: when the learner has gone far enough past the last candidate.
+                if arena_ref is None and state.learner_step - last_arena_step >= config.arena.steps_per_generation and train_ref is None:
+                    generation = state.generation + 1
+                    path = run.network_path(generation)
+                    ray.get(learner.save_network.remote(str(path), {"generation": generation, "learner_step": state.learner_step}), timeout=600)
+                    candidate = safe_torch_load(path)
+                    best = safe_torch_load(run.network_path(state.best_generation))
+                    arena_task = ray.remote(num_cpus=config.workers.arena_cpus, max_retries=2)(run_arena)
+                    arena_ref = arena_task.remote(candidate, best, config, generation, config.workers.torch_threads_per_worker)
+                    arena_candidate = (generation, path, ray.put(candidate))
+                    pending[arena_ref] = ("arena", generation)
+                    last_arena_step = state.learner_step
+                    self.progress.message(f"[gen {generation}] arena: candidate at step {state.learner_step} vs gen-{state.best_generation:04d} ({config.arena.games} games)")
+
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    kind, index = pending.pop(ref)
+                    if kind == "play":
+                        try:
+                            games, counters = ray.get(ref)
+                        except ray.exceptions.RayActorError as error:
+                            run.log_event("selfplay_died", worker=index, error=str(error)[:500])
+                            self.progress.message(f"self-play worker {index} died; restarting it")
+                            actors[index] = self._make_selfplay(index, best_ref, state.network_version)
+                            versions[index] = state.network_version
+                            pending[actors[index].play.remote(config.selfplay.games_per_call)] = ("play", index)
+                            continue
+                        path = next_shard_path(run.replay_dir)
+                        write_shard(path, games)
+                        state.games += len(games)
+                        state.positions += sum(g.num_positions for g in games)
+                        rates.add(len(games), sum(g.num_positions for g in games))
+                        run.write_state(state)
+                        pending_add = learner.add_shards.remote([str(path)])
+                        ray.get(pending_add, timeout=600)
+                        if versions[index] != state.network_version:
+                            actors[index].set_weights.remote(state.network_version, best_ref)
+                            versions[index] = state.network_version
+                        pending[actors[index].play.remote(config.selfplay.games_per_call)] = ("play", index)
+                    elif kind == "train":
+                        train_ref = None
+                        try:
+                            record = ray.get(ref)
+                        except ray.exceptions.RayActorError as error:
+                            run.log_event("learner_died", error=str(error)[:500])
+                            self.progress.message("learner died; restarting it from its last save")
+                            learner = self._make_learner()
+                            info = ray.get(learner.info.remote(), timeout=600)
+                            state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
+                            continue
+                        last_losses = record
+                        state.learner_step, state.samples_trained = record["step"], record["samples_trained"]
+                        run.write_state(state)
+                    elif kind == "arena":
+                        result = ray.get(ref)
+                        arena_ref = None
+                        generation, path, candidate_ref = arena_candidate
+                        stats = match_result(result["wins"], result["draws"], result["losses"])
+                        promoted = stats.score >= config.arena.threshold
+                        record = ArenaRecord(
+                            generation=generation, candidate=path.name,
+                            best=run.network_path(state.best_generation).name,
+                            wins=result["wins"], draws=result["draws"], losses=result["losses"],
+                            score=stats.score, elo=_finite(stats.elo), elo_low=_finite(stats.elo_low),
+                            elo_high=_finite(stats.elo_high), promoted=promoted, learner_step=state.learner_step,
+                        )
+                        state.arenas.append(record)
+                        state.generation = generation
+                        if promoted:
+                            state.best_generation = generation
+                            state.network_version += 1
+                            best_ref = candidate_ref
+                        _write_pgns(run.path / "arena" / f"gen-{generation:04d}.pgn", result["pgns"])
+                        run.write_state(state)
+                        run.log_event("arena", **asdict(record), terminations=result["terminations"])
+                        self.progress.message(
+                            f"[gen {generation}] arena {record.wins}-{record.draws}-{record.losses} score {record.score:.3f} "
+                            f"Elo {record.elo:+.0f} [{record.elo_low:+.0f}, {record.elo_high:+.0f}] -> "
+                            f"{'PROMOTED' if promoted else 'kept best'} gen-{state.best_generation:04d}")
+                        if promoted:
+                            for i, actor in enumerate(actors):
+                                actor.set_weights.remote(state.network_version, best_ref)
+                                versions[i] = state.network_version
+                        if config.max_generations and state.generation >= config.max_generations:
+                            stop_reason = f"reached max_generations={config.max_generations}"
+                state.elapsed_s = elapsed_before + time.monotonic() - started
+                if stop_reason is None and config.max_minutes and state.elapsed_s >= config.max_minutes * 60:
+                    stop_reason = f"reached max_minutes={config.max_minutes}"
+                self.progress.update(status())
+        except KeyboardInterrupt:
+            stop_reason = "interrupted"
+        finally:
+            state.elapsed_s = elapsed_before + time.monotonic() - started
+            if train_ref is not None:
+                try:  # let the learner finish and save the steps it is on
+                    record = ray.get(train_ref, timeout=600)
+                    state.learner_step, state.samples_trained = record["step"], record["samples_trained"]
+                except Exception:
+                    pass
+            run.write_state(state)
+            for actor in actors:
+                ray.kill(actor)
+            ray.kill(learner)
+        self.progress.message(status())
+        self.progress.message(f"stopped: {stop_reason}; run directory {run.path}")
+        run.log_event("run_stopped", reason=stop_reason, generation=state.generation, games=state.games)
+        return state
+
+
+class _Rates:
+    """Games and positions per second over the last few minutes."""
+
+    def __init__(self, horizon: float = 120.0) -> None:
+        self.horizon = horizon
+        self.events: list[tuple[float, int, int]] = []
+        self.start = time.monotonic()
+
+    def add(self, games: int, positions: int) -> None:
+        now = time.monotonic()
+        self.events.append((now, games, positions))
+        self.events = [e for e in self.events if now - e[0] <= self.horizon]
+
+    def _span(self) -> float:
+        now = time.monotonic()
+        return max(1e-9, min(self.horizon, now - self.start))
+
+    def games_per_s(self) -> float:
+        return sum(e[1] for e in self.events) / self._span()
+
+    def positions_per_s(self) -> float:
+        return sum(e[2] for e in self.events) / self._span()
+
+
+def _finite(value: float) -> float:
+    return float(value) if math.isfinite(value) else (1e4 if value > 0 else -1e4)
+
+
+def _write_pgns(path: Path, pgns: list[str]) -> None:
+    from alphazero.checkpoint import atomic_write_text
+
+    atomic_write_text(path, "\n\n".join(pgns) + "\n")
+
+
+def run_training(config: RunConfig, run_dir: str | Path, resume: bool = False, address: str | None = None,
+                 progress: Progress | None = None) -> RunState:
+    """``alphazero train``: start or join Ray, run the driver, shut down what we started."""
+    driver = Driver(config, run_dir, resume, progress)
+    started = start_ray(address, config)
+    try:
+        return driver.train()
+    finally:
+        if started or ray.is_initialized():
+            ray.shutdown()
