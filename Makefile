@@ -7,7 +7,7 @@ $(BIN)/alphazero: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of torch 2.13.0 lies on disk on our machines; asking for it first keeps pip
 	# from resolving torch through PyPI (a multi-GB CUDA build).
-	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet $(if $(wildcard /opt/wheels),--find-links /opt/wheels) torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 

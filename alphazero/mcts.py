@@ -148,13 +148,13 @@ class SearchResult:
 
 def choose_move_index(visit_counts: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """Index of the move to play: argmax visits at temperature 0, else sample ``N^(1/T)``."""
+    counts = np.asarray(visit_counts, dtype=np.float64)
     if temperature <= 0:
-        return int(np.argmax(visit_counts))
-    weights = np.asarray(visit_counts, dtype=np.float64) ** (1.0 / temperature)
-    total = weights.sum()
-    if total <= 0:
-        return int(rng.integers(len(weights)))
-    return int(rng.choice(len(weights), p=weights / total))
+        return int(np.argmax(counts))
+    if counts.max(initial=0) <= 0:
+        return int(rng.integers(len(counts)))
+    weights = (counts / counts.max()) ** (1.0 / temperature)  # scaled first: no overflow at small T
+    return int(rng.choice(len(weights), p=weights / weights.sum()))
 
 
 class MCTS:
@@ -178,7 +178,7 @@ class MCTS:
         """
         config = self.config
         budget = config.num_simulations if num_simulations is None else num_simulations
-        temperatures = [temperature] * len(trees) if isinstance(temperature, (int, float)) else list(temperature)
+        temperatures = [float(temperature)] * len(trees) if np.ndim(temperature) == 0 else [float(t) for t in temperature]
         if len(temperatures) != len(trees):
             raise ValueError("one temperature per tree is needed")
         self._expand_roots(trees)
@@ -327,3 +327,25 @@ class MCTS:
             root_value=float(np.clip(root.value, -1.0, 1.0)),
             priors=np.asarray(root.priors, dtype=np.float32),
         )
+
+
+def principal_variation(root: Node, max_length: int = 20) -> list[chess.Move]:
+    """The line of most-visited children from ``root`` (stops at an unexpanded or unvisited node)."""
+    line: list[chess.Move] = []
+    node = root
+    while node is not None and node.priors is not None and len(line) < max_length:
+        if node.child_visits is None or node.child_visits.max(initial=0) <= 0:
+            break
+        index = int(np.argmax(node.child_visits))
+        line.append(node.moves[index])
+        node = node.children[index]
+    return line
+
+
+def value_to_centipawns(value: float) -> int:
+    """Search value in [-1, 1] for the side to move -> centipawns, as lc0 does: ``111.714640912 * tan(1.5620688421 * v)``.
+
+    Clipped to +-12800 so a near-certain result stays a finite UCI score.
+    """
+    value = max(-1.0, min(1.0, float(value)))
+    return int(max(-12800, min(12800, round(111.714640912 * math.tan(1.5620688421 * value)))))

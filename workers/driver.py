@@ -27,7 +27,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from alphazero.checkpoint import ArenaRecord, RunDirectory, RunState, resume_conflicts
 from alphazero.config import RunConfig
 from alphazero.elo import match_result
-from alphazero.network import net_to_payload, safe_torch_load
+from alphazero.network import net_from_payload, safe_torch_load
 from alphazero.replay import next_shard_path, read_shard, shard_paths, write_shard
 from workers.actors import LearnerWorker, SelfPlayWorker, run_arena
 
@@ -48,7 +48,7 @@ def start_ray(address: str | None, config: RunConfig) -> bool:
             num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)),
             include_dashboard=False,
             object_store_memory=workers.object_store_memory_mb * 1024 * 1024,
-            _node_ip_address="127.0.0.1",
+            _node_ip_address="127.0.0.2",  # a loopback address Ray does not rewrite to the LAN IP
             log_to_driver=True,
             runtime_env=runtime_env,
         )
@@ -114,8 +114,13 @@ class Driver:
             if conflicts:
                 raise RunError("cannot resume with this config: " + "; ".join(conflicts))
             self.state = self.run.read_state()
+            # Read everything a resume depends on now, before Ray starts: a damaged file fails here
+            # with its name, and nothing is written until all of them have been read.
             best = self.run.network_path(self.state.best_generation)
-            safe_torch_load(best)  # fails now, naming the file, if the best network is damaged
+            net_from_payload(safe_torch_load(best), str(best))
+            learner_state = safe_torch_load(self.run.learner_path)
+            if not isinstance(learner_state, dict) or learner_state.get("format") != "alphazero-chess-learner":
+                raise RunError(f"{self.run.learner_path}: not a learner state file")
             self._recount_replay()
         else:
             if self.run.exists():
@@ -177,7 +182,7 @@ class Driver:
             pending[actor.play.remote(config.selfplay.games_per_call)] = ("play", i)
         train_ref = None
         arena_ref = None
-        arena_candidate: tuple[int, Path, Any] | None = None
+        arena_candidate: tuple[int, Path, Any, int] | None = None
         last_arena_step = state.learner_step - (state.learner_step % config.arena.steps_per_generation)
         if state.arenas:
             last_arena_step = max(last_arena_step, state.arenas[-1].learner_step)
@@ -200,16 +205,10 @@ class Driver:
 
         try:
             while stop_reason is None:
-                # Learner: train when there is enough data and the reuse bound allows another call.
-                if train_ref is None:
-                    steps = config.train.steps_per_call
-                    allowed = config.train.max_sample_reuse * state.positions
-                    enough = min(state.positions, config.train.window_positions) >= config.train.min_positions
-                    if enough and state.samples_trained + steps * config.train.batch_size <= allowed:
-                        train_ref = learner.train.remote(steps)
-                        pending[train_ref] = ("train", 0)
-                # Arena: when the learner has gone far enough past the last candidate.
-                if arena_ref is None and state.learner_step - last_arena_step >= config.arena.steps_per_generation and train_ref is None:
+                # Arena: once the learner is far enough past the last candidate, snapshot it between
+                # two learner calls (training pauses only for that save, not for the games).
+                arena_due = arena_ref is None and state.learner_step - last_arena_step >= config.arena.steps_per_generation
+                if arena_due and train_ref is None:
                     generation = state.generation + 1
                     path = run.network_path(generation)
                     ray.get(learner.save_network.remote(str(path), {"generation": generation, "learner_step": state.learner_step}), timeout=600)
@@ -217,10 +216,19 @@ class Driver:
                     best = safe_torch_load(run.network_path(state.best_generation))
                     arena_task = ray.remote(num_cpus=config.workers.arena_cpus, max_retries=2)(run_arena)
                     arena_ref = arena_task.remote(candidate, best, config, generation, config.workers.torch_threads_per_worker)
-                    arena_candidate = (generation, path, ray.put(candidate))
+                    arena_candidate = (generation, path, ray.put(candidate), state.learner_step)
                     pending[arena_ref] = ("arena", generation)
                     last_arena_step = state.learner_step
+                    arena_due = False
                     self.progress.message(f"[gen {generation}] arena: candidate at step {state.learner_step} vs gen-{state.best_generation:04d} ({config.arena.games} games)")
+                # Learner: train when there is enough data and the reuse bound allows another call.
+                if train_ref is None and not arena_due:
+                    steps = config.train.steps_per_call
+                    allowed = config.train.max_sample_reuse * state.positions
+                    enough = min(state.positions, config.train.window_positions) >= config.train.min_positions
+                    if enough and state.samples_trained + steps * config.train.batch_size <= allowed:
+                        train_ref = learner.train.remote(steps)
+                        pending[train_ref] = ("train", 0)
 
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 for ref in ready:
@@ -264,7 +272,7 @@ class Driver:
                     elif kind == "arena":
                         result = ray.get(ref)
                         arena_ref = None
-                        generation, path, candidate_ref = arena_candidate
+                        generation, path, candidate_ref, candidate_step = arena_candidate
                         stats = match_result(result["wins"], result["draws"], result["losses"])
                         promoted = stats.score >= config.arena.threshold
                         record = ArenaRecord(
@@ -272,7 +280,7 @@ class Driver:
                             best=run.network_path(state.best_generation).name,
                             wins=result["wins"], draws=result["draws"], losses=result["losses"],
                             score=stats.score, elo=_finite(stats.elo), elo_low=_finite(stats.elo_low),
-                            elo_high=_finite(stats.elo_high), promoted=promoted, learner_step=state.learner_step,
+                            elo_high=_finite(stats.elo_high), promoted=promoted, learner_step=candidate_step,
                         )
                         state.arenas.append(record)
                         state.generation = generation
