@@ -191,6 +191,8 @@ class Driver:
         elapsed_before = state.elapsed_s
         rates = _Rates()
         stop_reason = None
+        if config.max_generations and state.generation >= config.max_generations:
+            stop_reason = f"already at max_generations={config.max_generations}"
 
         def status() -> str:
             arena = state.arenas[-1] if state.arenas else None
