@@ -48,6 +48,7 @@ class TrainConfig:
     window_positions: int = 100_000  # sample uniformly from the newest this many positions
     min_positions: int = 2_000  # no training before the window holds this many
     max_sample_reuse: float = 4.0  # trained samples <= this x positions generated
+    q_weight: float = 0.0  # value target = (1 - q_weight) * z + q_weight * root search value
     steps_per_call: int = 50  # steps per learner call (a save point)
     device: str = "auto"  # auto: cuda when present, else cpu
 
@@ -206,6 +207,7 @@ def _validate(config: RunConfig) -> None:
         (config.train.window_positions >= config.train.batch_size, "train.window_positions must be >= train.batch_size"),
         (config.train.min_positions >= 1, "train.min_positions must be >= 1"),
         (config.train.max_sample_reuse > 0, "train.max_sample_reuse must be > 0"),
+        (0 <= config.train.q_weight <= 1, "train.q_weight must be in [0, 1]"),
         (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
         (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),

@@ -200,8 +200,9 @@ class ReplayWindow:
             total -= self.shards.pop(0).num_positions
         self._starts = np.concatenate(([0], np.cumsum([s.num_positions for s in self.shards])))
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(planes ``uint8 [B, 24, 8, 8]``, pi ``float32 [B, 4672]``, z ``float32 [B]``), uniform over the window."""
+    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Uniform sample of the window: planes ``uint8 [B, 24, 8, 8]``, pi ``float32 [B, 4672]``,
+        z ``float32 [B]`` (game result) and q ``float32 [B]`` (root search value), both for the side to move."""
         total = int(self._starts[-1])
         if total == 0:
             raise ValueError("the replay window is empty")
@@ -211,11 +212,13 @@ class ReplayWindow:
         packed = np.empty((batch_size, encoding.PACKED_SIZE), dtype=np.uint8)
         pi = np.zeros((batch_size, encoding.NUM_ACTIONS), dtype=np.float32)
         z = np.empty(batch_size, dtype=np.float32)
+        q = np.empty(batch_size, dtype=np.float32)
         for row, (s, position) in enumerate(zip(shard_index, flat - self._starts[shard_index])):
             shard = self.shards[s]
             packed[row] = shard.planes[position]
             z[row] = shard.z[position]
+            q[row] = shard.root_values[position]
             lo, hi = shard.policy_offsets[position], shard.policy_offsets[position + 1]
             counts = shard.policy_counts[lo:hi].astype(np.float32)
             pi[row, shard.policy_actions[lo:hi]] = counts / counts.sum()
-        return encoding.unpack_planes(packed), pi, z
+        return encoding.unpack_planes(packed), pi, z, q

@@ -9,6 +9,7 @@ same class runs in a plain process or inside a Ray actor (``workers.actors``).
 from __future__ import annotations
 
 import io
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -133,10 +134,11 @@ class SelfPlayer:
                 self.games_played += 1
         return finished
 
-    def play(self, min_games: int) -> list[GameRecord]:
-        """Step until at least ``min_games`` games have finished; unfinished games carry over."""
+    def play(self, min_games: int, max_seconds: float | None = None) -> list[GameRecord]:
+        """Step until ``min_games`` games have finished (or ``max_seconds`` passed); unfinished games carry over."""
         finished: list[GameRecord] = []
-        while len(finished) < min_games:
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
+        while len(finished) < min_games and (deadline is None or time.monotonic() < deadline):
             finished.extend(self.step())
         return finished
 

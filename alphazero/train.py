@@ -2,8 +2,11 @@
 
 loss = (z - v)^2 + cross_entropy(pi, p) + L2, with L2 applied as SGD weight decay
 (``weight_decay * theta`` added to each gradient, i.e. ``weight_decay / 2 * |theta|^2`` in the loss).
-``Learner`` owns the network being trained, its optimizer and schedule, the replay window and the
-random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through safe formats.
+With ``train.q_weight = w > 0`` the value target is ``(1 - w) * z + w * q``, q being the root search
+value stored with each position, so games drawn by the length limit still teach the value head what
+the search saw (0 by default: pure AlphaZero). ``Learner`` owns the network being trained, its
+optimizer and schedule, the replay window and the random state; ``state_dict`` /
+``load_state_dict`` round-trip all of it through safe formats.
 """
 
 from __future__ import annotations
@@ -92,7 +95,9 @@ class Learner:
             rate = self.learning_rate()
             for group in self.optimizer.param_groups:
                 group["lr"] = rate
-            planes, pi, z = self.window.sample(self.config.batch_size, self.rng)
+            planes, pi, z, q = self.window.sample(self.config.batch_size, self.rng)
+            if self.config.q_weight > 0:  # value target mixing (z + q) as in "Lessons from AlphaZero"
+                z = (1.0 - self.config.q_weight) * z + self.config.q_weight * q
             planes_t = torch.from_numpy(planes).to(self.device)
             pi_t = torch.from_numpy(pi).to(self.device)
             z_t = torch.from_numpy(z).to(self.device)

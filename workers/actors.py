@@ -55,10 +55,10 @@ class SelfPlayWorker:
             self.version = version
         return version
 
-    def play(self, min_games: int) -> tuple[list, dict[str, Any]]:
-        """Play until ``min_games`` games finish; returns (GameRecords, counters)."""
+    def play(self, min_games: int, max_seconds: float | None = None) -> tuple[list, dict[str, Any]]:
+        """Play until ``min_games`` games finish or ``max_seconds`` pass; returns (GameRecords, counters)."""
         before = self.player.positions_played
-        games = self.player.play(min_games)
+        games = self.player.play(min_games, max_seconds)
         return games, {"positions": self.player.positions_played - before, "version": self.version}
 
 

@@ -32,6 +32,11 @@ from alphazero.replay import next_shard_path, read_shard, shard_paths, write_sha
 from workers.actors import LearnerWorker, SelfPlayWorker, run_arena
 
 
+# A self-play call returns at least this often, finished games or not, so progress never goes silent
+# and new weights reach the actors between moves even while long games are in flight.
+PLAY_CALL_SECONDS = 15.0
+
+
 class RunError(RuntimeError):
     """A run that cannot start or continue; the message says why."""
 
@@ -179,7 +184,7 @@ class Driver:
         versions = [state.network_version] * len(actors)
         pending: dict[Any, tuple[str, int]] = {}
         for i, actor in enumerate(actors):
-            pending[actor.play.remote(config.selfplay.games_per_call)] = ("play", i)
+            pending[actor.play.remote(config.selfplay.games_per_call, PLAY_CALL_SECONDS)] = ("play", i)
         train_ref = None
         arena_ref = None
         arena_candidate: tuple[int, Path, Any, int] | None = None
@@ -201,7 +206,7 @@ class Driver:
             loss_text = (f"loss {last_losses['loss']:.3f} (v {last_losses['value_loss']:.3f} p {last_losses['policy_loss']:.3f})"
                          if last_losses else "loss -")
             return (f"gen {state.generation} best gen-{state.best_generation:04d} v{state.network_version} | "
-                    f"games {state.games} ({rates.games_per_s():.2f}/s) | pos {state.positions} ({rates.positions_per_s():.0f}/s) | "
+                    f"games {state.games} ({rates.games_per_s():.2f}/s) | pos {state.positions} (moves {rates.positions_per_s():.0f}/s) | "
                     f"window {min(state.positions, config.train.window_positions)} | step {state.learner_step} {loss_text} | "
                     f"arena {arena_text}")
 
@@ -243,20 +248,20 @@ class Driver:
                             self.progress.message(f"self-play worker {index} died; restarting it")
                             actors[index] = self._make_selfplay(index, best_ref, state.network_version)
                             versions[index] = state.network_version
-                            pending[actors[index].play.remote(config.selfplay.games_per_call)] = ("play", index)
+                            pending[actors[index].play.remote(config.selfplay.games_per_call, PLAY_CALL_SECONDS)] = ("play", index)
                             continue
-                        path = next_shard_path(run.replay_dir)
-                        write_shard(path, games)
-                        state.games += len(games)
-                        state.positions += sum(g.num_positions for g in games)
-                        rates.add(len(games), sum(g.num_positions for g in games))
-                        run.write_state(state)
-                        pending_add = learner.add_shards.remote([str(path)])
-                        ray.get(pending_add, timeout=600)
+                        rates.add(len(games), counters["positions"])
+                        if games:
+                            path = next_shard_path(run.replay_dir)
+                            write_shard(path, games)
+                            state.games += len(games)
+                            state.positions += sum(g.num_positions for g in games)
+                            run.write_state(state)
+                            ray.get(learner.add_shards.remote([str(path)]), timeout=600)
                         if versions[index] != state.network_version:
                             actors[index].set_weights.remote(state.network_version, best_ref)
                             versions[index] = state.network_version
-                        pending[actors[index].play.remote(config.selfplay.games_per_call)] = ("play", index)
+                        pending[actors[index].play.remote(config.selfplay.games_per_call, PLAY_CALL_SECONDS)] = ("play", index)
                     elif kind == "train":
                         train_ref = None
                         try:
