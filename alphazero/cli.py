@@ -45,6 +45,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from alphazero.bench import run_benchmarks
 
     config = load_config(args.config, args.overrides)
+    if args.selfplay:
+        from workers.bench import selfplay_throughput
+
+        counts = [int(n) for n in args.selfplay.split(",")]
+        rows = [selfplay_throughput(config, n, seconds=args.seconds) for n in counts]
+        figures = {"network": f"{config.network.blocks}x{config.network.channels}",
+                   "num_simulations": config.search.num_simulations, "runs": rows}
+        if len(rows) > 1:
+            figures["speedup"] = round(rows[-1]["positions_per_s"] / rows[0]["positions_per_s"], 2)
+        print(json.dumps(figures) if args.json else json.dumps(figures, indent=1))
+        return 0
     figures = run_benchmarks(config, seconds=args.seconds, threads=args.threads)
     if args.json:
         print(json.dumps(figures))
@@ -70,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     bench.add_argument("--threads", type=int, default=1, help="torch threads")
+    bench.add_argument("--selfplay", default="", metavar="N[,M...]",
+                       help="instead: self-play throughput on a local Ray with N (then M...) actors for --seconds each")
     bench.set_defaults(func=cmd_bench)
     return parser
 

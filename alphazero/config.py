@@ -49,6 +49,7 @@ class TrainConfig:
     min_positions: int = 2_000  # no training before the window holds this many
     max_sample_reuse: float = 4.0  # trained samples <= this x positions generated
     q_weight: float = 0.0  # value target = (1 - q_weight) * z + q_weight * root search value
+    value_from_unfinished: bool = True  # false: games stopped at max_plies train the policy only
     steps_per_call: int = 50  # steps per learner call (a save point)
     device: str = "auto"  # auto: cuda when present, else cpu
 

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from alphazero import encoding
+from alphazero.game import MAX_LENGTH
 
 SHARD_FORMAT_VERSION = 1
 _SHARD_NAME = re.compile(r"^shard-(\d{8})\.npz$")
@@ -112,10 +113,17 @@ class Shard:
     terminations: list[str]
     pgns: list[str]
     plies: list[int]
+    known: np.ndarray | None = None  # cached result_known, set by ReplayWindow.add
 
     @property
     def num_positions(self) -> int:
         return int(self.planes.shape[0])
+
+    @property
+    def result_known(self) -> np.ndarray:
+        """``bool [P]``: False for positions of games stopped at the length limit (no real result)."""
+        finished = np.array([t != MAX_LENGTH for t in self.terminations], dtype=bool)
+        return np.repeat(finished, self.game_positions)
 
     @property
     def num_games(self) -> int:
@@ -194,15 +202,17 @@ class ReplayWindow:
         return int(min(self.capacity, sum(s.num_positions for s in self.shards)))
 
     def add(self, shard: Shard) -> None:
+        shard.known = shard.result_known
         self.shards.append(shard)
         total = sum(s.num_positions for s in self.shards)
         while self.shards and total - self.shards[0].num_positions >= self.capacity:
             total -= self.shards.pop(0).num_positions
         self._starts = np.concatenate(([0], np.cumsum([s.num_positions for s in self.shards])))
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         """Uniform sample of the window: planes ``uint8 [B, 24, 8, 8]``, pi ``float32 [B, 4672]``,
-        z ``float32 [B]`` (game result) and q ``float32 [B]`` (root search value), both for the side to move."""
+        z ``float32 [B]`` (game result) and q ``float32 [B]`` (root search value), both for the side
+        to move, and known ``bool [B]`` (False where the game was stopped at the length limit)."""
         total = int(self._starts[-1])
         if total == 0:
             raise ValueError("the replay window is empty")
@@ -213,12 +223,14 @@ class ReplayWindow:
         pi = np.zeros((batch_size, encoding.NUM_ACTIONS), dtype=np.float32)
         z = np.empty(batch_size, dtype=np.float32)
         q = np.empty(batch_size, dtype=np.float32)
+        known = np.empty(batch_size, dtype=bool)
         for row, (s, position) in enumerate(zip(shard_index, flat - self._starts[shard_index])):
             shard = self.shards[s]
             packed[row] = shard.planes[position]
             z[row] = shard.z[position]
             q[row] = shard.root_values[position]
+            known[row] = shard.known[position]
             lo, hi = shard.policy_offsets[position], shard.policy_offsets[position + 1]
             counts = shard.policy_counts[lo:hi].astype(np.float32)
             pi[row, shard.policy_actions[lo:hi]] = counts / counts.sum()
-        return encoding.unpack_planes(packed), pi, z, q
+        return encoding.unpack_planes(packed), pi, z, q, known

@@ -4,9 +4,12 @@ loss = (z - v)^2 + cross_entropy(pi, p) + L2, with L2 applied as SGD weight deca
 (``weight_decay * theta`` added to each gradient, i.e. ``weight_decay / 2 * |theta|^2`` in the loss).
 With ``train.q_weight = w > 0`` the value target is ``(1 - w) * z + w * q``, q being the root search
 value stored with each position, so games drawn by the length limit still teach the value head what
-the search saw (0 by default: pure AlphaZero). ``Learner`` owns the network being trained, its
-optimizer and schedule, the replay window and the random state; ``state_dict`` /
-``load_state_dict`` round-trip all of it through safe formats.
+the search saw (0 by default: pure AlphaZero). With ``train.value_from_unfinished = false`` the
+positions of games stopped at ``selfplay.max_plies`` (a length limit, not a result) train the
+policy only: counting them as draws buries the few decisive games of early self-play under zeros.
+
+``Learner`` owns the network being trained, its optimizer and schedule, the replay window and the
+random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through safe formats.
 """
 
 from __future__ import annotations
@@ -37,10 +40,17 @@ class StepStats:
     samples_per_s: float
 
 
-def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(total, value, policy) losses for a batch: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``."""
+def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
+                 value_weight: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(total, value, policy) losses: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``.
+
+    ``value_weight`` ``[B]`` (0 or 1) drops positions from the value term (mean over the rest).
+    """
     logits, value = net(planes)
-    value_loss = F.mse_loss(value, z)
+    if value_weight is None:
+        value_loss = F.mse_loss(value, z)
+    else:
+        value_loss = (value_weight * (value - z) ** 2).sum() / value_weight.sum().clamp(min=1.0)
     policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
     return value_loss + policy_loss, value_loss, policy_loss
 
@@ -95,13 +105,16 @@ class Learner:
             rate = self.learning_rate()
             for group in self.optimizer.param_groups:
                 group["lr"] = rate
-            planes, pi, z, q = self.window.sample(self.config.batch_size, self.rng)
+            planes, pi, z, q, known = self.window.sample(self.config.batch_size, self.rng)
             if self.config.q_weight > 0:  # value target mixing (z + q) as in "Lessons from AlphaZero"
                 z = (1.0 - self.config.q_weight) * z + self.config.q_weight * q
+            weight = None
+            if not self.config.value_from_unfinished:
+                weight = torch.from_numpy(known.astype(np.float32)).to(self.device)
             planes_t = torch.from_numpy(planes).to(self.device)
             pi_t = torch.from_numpy(pi).to(self.device)
             z_t = torch.from_numpy(z).to(self.device)
-            loss, value_loss, policy_loss = compute_loss(self.net, planes_t, pi_t, z_t)
+            loss, value_loss, policy_loss = compute_loss(self.net, planes_t, pi_t, z_t, weight)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()

@@ -18,15 +18,15 @@ it prints no ``bestmove``), and the engine keeps serving.
 Options
 =======
 
-=============== ======== ======== ===============================================================
-name            type     default  meaning
-=============== ======== ======== ===============================================================
-``Nodes``       spin     400      simulations of a ``go`` with no limit at all
-``CPuct``       string   1.25     PUCT exploration constant ``c_puct`` (a float; UCI has no float type)
-``Threads``     spin     1        torch intra-op threads
-``MoveOverhead`` spin    50       milliseconds kept back from every timed search (GUI and pipe lag)
-``Ponder``      check    false    accepted (pondering works whenever the GUI sends ``go ponder``)
-=============== ======== ======== ===============================================================
+================ ======== ======== ==============================================================
+name             type     default  meaning
+================ ======== ======== ==============================================================
+``Nodes``        spin     400      simulations of a ``go`` with no limit at all
+``CPuct``        string   1.25     PUCT exploration constant ``c_puct`` (a float; UCI has no float type)
+``Threads``      spin     1        torch intra-op threads
+``MoveOverhead`` spin     50       milliseconds kept back from every timed search (GUI and pipe lag)
+``Ponder``       check    false    accepted (pondering works whenever the GUI sends ``go ponder``)
+================ ======== ======== ==============================================================
 
 ``Hash``, ``UCI_AnalyseMode`` and ``UCI_ShowWDL`` are accepted and ignored; ``MoveOverhead`` is also
 accepted as ``Move Overhead``. Any other name gets an ``info string``.
@@ -91,7 +91,7 @@ from alphazero import __version__
 from alphazero.encoding import board_from_fen
 from alphazero.evaluator import NetworkEvaluator
 from alphazero.game import terminal_status
-from alphazero.mcts import MCTS, GameTree, SearchConfig, principal_variation, value_to_centipawns
+from alphazero.mcts import MCTS, GameTree, Node, SearchConfig, principal_variation, value_to_centipawns
 from alphazero.network import PolicyValueNet, load_network
 from alphazero.players import resolve_network_path
 
@@ -572,7 +572,7 @@ class UCIEngine:
             self._wait_for_release(job)
         ponder_move = None
         if move is not None and job.tree.root.priors is not None:
-            pv = principal_variation(job.tree.root, max_length=2)
+            pv = _principal_variation(job.tree.root, max_length=2)
             if len(pv) == 2 and pv[0] == move:
                 ponder_move = pv[1]
         with self._lock:
@@ -651,17 +651,14 @@ class UCIEngine:
     def _best_move(self, tree: GameTree, board: chess.Board, moves: list[chess.Move]) -> chess.Move:
         root = tree.root
         if root.priors is not None:
-            visits = root.child_visits
-            if len(root.moves) == 1 or visits.max(initial=0) <= 0:
-                return root.moves[int(np.argmax(root.priors))]
-            return root.moves[int(np.argmax(visits + 0.5 * root.priors))]  # priors in [0, 1] only break ties
+            return root.moves[_root_choice(root)]
         _, priors, _ = self.evaluator.policy([board])[0]  # stopped before the root was expanded
         return moves[int(np.argmax(priors))]
 
     def _info_line(self, job: _Job, sims: int, elapsed: float, root_stack: int) -> str:
         tree = job.tree
         root = tree.root
-        pv = principal_variation(root, max_length=PV_LENGTH)
+        pv = _principal_variation(root, max_length=PV_LENGTH)
         depth = max(1, len(pv))
         seldepth = max(depth, self._tracker.max_stack - root_stack)
         value = float(np.clip(root.value, -1.0, 1.0))
@@ -684,6 +681,21 @@ class UCIEngine:
     @staticmethod
     def _ms(job: _Job) -> int:
         return int(round((time.monotonic() - job.start) * 1000))
+
+
+def _root_choice(root: Node) -> int:
+    """Index of the move to play from an expanded root: most visits, ties (or no visits) to the higher prior."""
+    return int(np.argmax(root.child_visits + 0.5 * root.priors))  # priors lie in [0, 1]: they only break ties
+
+
+def _principal_variation(root: Node, max_length: int) -> list[chess.Move]:
+    """The bestmove followed by the most-visited line below it (``principal_variation``)."""
+    if root.priors is None or not root.moves:
+        return []
+    index = _root_choice(root)
+    child = root.children[index] if root.children else None
+    rest = principal_variation(child, max_length - 1) if child is not None and max_length > 1 else []
+    return [root.moves[index], *rest]
 
 
 def _int_in(value: str, low: int, high: int, name: str) -> int:
