@@ -65,6 +65,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_uci(args: argparse.Namespace) -> int:
+    from alphazero.uci import run_uci
+
+    return run_uci(args.checkpoint, device=args.device)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="alphazero", description="AlphaZero-style chess: self-play, training, evaluation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--selfplay", default="", metavar="N[,M...]",
                        help="instead: self-play throughput on a local Ray with N (then M...) actors for --seconds each")
     bench.set_defaults(func=cmd_bench)
+
+    uci = sub.add_parser("uci", help="serve a network as a UCI chess engine on stdin/stdout")
+    uci.add_argument("--checkpoint", required=True, help="network file, or run directory (its best network)")
+    uci.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    uci.set_defaults(func=cmd_uci)
     return parser
 
 

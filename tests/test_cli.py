@@ -1,0 +1,63 @@
+"""The `alphazero` command's wiring: bench prints its figures, uci serves, bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import chess
+import torch
+
+from alphazero.cli import main
+from alphazero.network import NetworkConfig, PolicyValueNet, save_network
+
+TINY = ["--set", "network.blocks=1", "--set", "network.channels=8", "--set", "network.policy_channels=8",
+        "--set", "network.value_hidden=16", "--set", "search.num_simulations=8", "--set", "selfplay.games_per_worker=4"]
+
+
+def test_bench_json_has_every_figure(capsys) -> None:
+    assert main(["bench", "--json", "--seconds", "0.05", *TINY]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    for key in ("encode_per_s", "net_batch1_per_s", "net_batched_per_s", "search_batch1_sims_per_s",
+                "search_batched_sims_per_s"):
+        assert figures[key] > 0, key
+    assert figures["selfplay_batch"] == 4 and figures["threads"] == 1
+
+
+def test_bad_config_key_exits_2_naming_it(capsys) -> None:
+    assert main(["bench", "--seconds", "0.05", "--set", "search.simulations=3"]) == 2
+    assert "search.simulations" in capsys.readouterr().err
+
+
+def test_uci_subcommand_plays_a_legal_move(tmp_path) -> None:
+    torch.manual_seed(0)
+    path = tmp_path / "net.pt"
+    save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)), path)
+    script = "uci\nisready\nposition startpos moves e2e4 e7e5\ngo nodes 16\n"
+    process = subprocess.Popen([sys.executable, "-m", "alphazero.cli", "uci", "--checkpoint", str(path)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        process.stdin.write(script)
+        process.stdin.flush()
+        best = None
+        for line in process.stdout:
+            if line.startswith("bestmove"):
+                best = line.split()[1]
+                break
+        process.stdin.write("quit\n")
+        process.stdin.flush()
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    board = chess.Board()
+    board.push_uci("e2e4")
+    board.push_uci("e7e5")
+    assert chess.Move.from_uci(best) in board.legal_moves
+
+
+def test_uci_with_missing_checkpoint_exits_2(tmp_path) -> None:
+    result = subprocess.run([sys.executable, "-m", "alphazero.cli", "uci", "--checkpoint", str(tmp_path / "none.pt")],
+                            input="quit\n", capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "none.pt" in result.stderr
