@@ -1,12 +1,13 @@
 """Benchmarks of the hot paths, printed as figures (``alphazero bench``). This is slow (~1 minute).
 
-All on one torch thread with the default network: encoding, the network at batch 1 and at the
+All on one torch thread with the default network (``configs/default.yaml``): encoding, the network at batch 1 and at the
 self-play batch, and the search one game at a time versus many games at once.
 """
 
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 import time
 from typing import Any
 
@@ -19,6 +20,12 @@ from alphazero.config import RunConfig
 from alphazero.evaluator import NetworkEvaluator
 from alphazero.mcts import MCTS, GameTree
 from alphazero.network import PolicyValueNet
+
+
+def default_config_path() -> Path | None:
+    """``configs/default.yaml`` of this checkout (what "the default network" means), if present."""
+    path = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+    return path if path.is_file() else None
 
 
 def sample_positions(count: int, seed: int = 0) -> list[chess.Board]:

@@ -49,9 +49,14 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Append one JSON line (a torn last line from a kill is skipped by ``read_jsonl``)."""
-    with open(path, "a") as handle:
-        handle.write(json.dumps(record) + "\n")
+    """Append one JSON line. A torn last line left by a kill is closed first (and skipped by
+    ``read_jsonl``), so the new record never merges into it."""
+    with open(path, "a+b") as handle:
+        if handle.tell() > 0:
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
+        handle.write((json.dumps(record) + "\n").encode("utf-8"))
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:

@@ -42,9 +42,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from alphazero.bench import run_benchmarks
+    from alphazero.bench import default_config_path, run_benchmarks
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config or default_config_path(), args.overrides)
     if args.selfplay:
         from workers.bench import selfplay_throughput
 
@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     bench = sub.add_parser("bench", help="benchmark encoding, network and search (prints figures)")
-    _add_config_args(bench, required=False)
+    _add_config_args(bench, required=False)  # default: configs/default.yaml
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     bench.add_argument("--threads", type=int, default=1, help="torch threads")

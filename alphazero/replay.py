@@ -18,6 +18,7 @@ import os
 import re
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -134,9 +135,12 @@ def read_shard(path: str | os.PathLike) -> Shard:
     """Load a shard; a truncated, corrupt or foreign file raises ``ValueError`` naming it."""
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as data:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        with loaded as data:
             arrays = {key: data[key] for key in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as error:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, zlib.error) as error:
         raise ValueError(f"replay shard {path} is unreadable or corrupt: {error}") from None
     try:
         version = int(arrays["format_version"][0])

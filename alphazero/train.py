@@ -161,16 +161,29 @@ class Learner:
             raise ValueError(f"{source}: not a learner state file")
         if state.get("format_version") != LEARNER_FORMAT_VERSION:
             raise ValueError(f"{source}: learner format_version {state.get('format_version')!r}, expected {LEARNER_FORMAT_VERSION}")
+        # Build everything in fresh objects first, so a bad file leaves this learner untouched.
         try:
-            self.net.load_state_dict(net_from_payload(state["network"], source).state_dict())
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.step = int(state["step"])
-            self.samples_trained = int(state["samples_trained"])
+            net = net_from_payload(state["network"], source)
+            scratch = PolicyValueNet(self.net.config).to(self.device)
+            scratch.load_state_dict(net.state_dict())  # RuntimeError when the shapes differ
+            optimizer = torch.optim.SGD(scratch.parameters(), **{k: v for k, v in self.optimizer.defaults.items()
+                                                                   if k in ("lr", "momentum", "weight_decay", "nesterov")})
+            if not isinstance(state["optimizer"], dict):
+                raise TypeError("optimizer state is not a mapping")
+            optimizer.load_state_dict(state["optimizer"])
+            step, samples = int(state["step"]), int(state["samples_trained"])
             rng = state["numpy_rng"]
-            self.rng.bit_generator.state = {
-                "bit_generator": "PCG64", "state": {"state": rng["state"], "inc": rng["inc"]},
-                "has_uint32": rng["has_uint32"], "uinteger": rng["uinteger"],
+            rng_state = {
+                "bit_generator": "PCG64", "state": {"state": int(rng["state"]), "inc": int(rng["inc"])},
+                "has_uint32": int(rng["has_uint32"]), "uinteger": int(rng["uinteger"]),
             }
-            torch.set_rng_state(state["torch_rng"])
-        except (KeyError, TypeError, RuntimeError) as error:
+            torch_rng = state["torch_rng"]
+            if not isinstance(torch_rng, torch.Tensor) or torch_rng.shape != torch.get_rng_state().shape:
+                raise TypeError("torch_rng is not a torch random state")
+        except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
             raise ValueError(f"{source}: incomplete learner state: {error}") from None
+        self.net.load_state_dict(scratch.state_dict())
+        self.optimizer.load_state_dict(optimizer.state_dict())
+        self.step, self.samples_trained = step, samples
+        self.rng.bit_generator.state = rng_state
+        torch.set_rng_state(torch_rng)

@@ -191,16 +191,20 @@ def test_sigkill_then_resume_continues_the_run(tmp_path: Path) -> None:
     assert sum(1 for e in events if e["event"] == "selfplay_started") >= 3  # 1 before, 2 after
 
 
-def test_killed_selfplay_actor_is_replaced_and_run_completes(tmp_path: Path) -> None:
+def test_killed_selfplay_actor_and_learner_are_replaced_and_run_completes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     process = subprocess.Popen(_train_command(run_dir, "--set", "max_generations=3"), cwd=ROOT, env=ENV,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        def started() -> list[dict]:
-            return [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "selfplay_started"]
+        def started(kind: str) -> list[dict]:
+            return [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == kind]
 
-        _wait_for(lambda: started() and (run_dir / "state.json").exists() and _state(run_dir)["games"] > 0, 120, "self-play")
-        os.kill(started()[0]["pid"], signal.SIGKILL)
+        _wait_for(lambda: started("selfplay_started") and (run_dir / "state.json").exists() and _state(run_dir)["games"] > 0,
+                  120, "self-play")
+        os.kill(started("selfplay_started")[0]["pid"], signal.SIGKILL)
+        _wait_for(lambda: _state(run_dir)["learner_step"] > 0, 120, "training")
+        saved_step = _state(run_dir)["learner_step"]
+        os.kill(started("learner_started")[0]["pid"], signal.SIGKILL)
         out, err = process.communicate(timeout=240)
     finally:
         if process.poll() is None:
@@ -208,7 +212,10 @@ def test_killed_selfplay_actor_is_replaced_and_run_completes(tmp_path: Path) -> 
     assert process.returncode == 0, err[-3000:]
     events = read_jsonl(run_dir / "events.jsonl")
     assert any(e["event"] == "selfplay_died" for e in events)
+    assert any(e["event"] == "learner_died" for e in events)
     assert len([e for e in events if e["event"] == "selfplay_started"]) == 2
+    learners = [e for e in events if e["event"] == "learner_started"]
+    assert len(learners) == 2 and learners[1]["step"] >= saved_step  # reloaded its last save
     assert _state(run_dir)["generation"] == 3
 
 

@@ -152,7 +152,10 @@ class Driver:
         workers = self.config.workers
         cls = ray.remote(num_cpus=workers.learner_cpus, max_restarts=0)(LearnerWorker)
         threads = max(1, int(workers.learner_cpus) or 1)
-        return cls.options(scheduling_strategy=self._here()).remote(str(self.run.path), self.config, threads)
+        learner = cls.options(scheduling_strategy=self._here()).remote(str(self.run.path), self.config, threads)
+        info = ray.get(learner.info.remote(), timeout=600)
+        self.run.log_event("learner_started", **info)
+        return learner, info
 
     def _make_selfplay(self, index: int, weights_ref, version: int):
         workers = self.config.workers
@@ -163,21 +166,36 @@ class Driver:
         self.run.log_event("selfplay_started", worker=index, **info)
         return actor
 
+    def _restart_learner(self, error: Exception) -> None:
+        """Replace a dead learner; the new one reloads learner.pt and the newest shards."""
+        self.run.log_event("learner_died", error=str(error)[:500])
+        self.progress.message("learner died; restarting it from its last save")
+        self.learner, info = self._make_learner()
+        self.state.learner_step, self.state.samples_trained = info["step"], info["samples_trained"]
+
+    def _learner_call(self, method: str, *args: Any) -> Any:
+        """A blocking learner call; on the learner's death, restart it and return None."""
+        try:
+            return ray.get(getattr(self.learner, method).remote(*args), timeout=600)
+        except ray.exceptions.RayActorError as error:
+            self._restart_learner(error)
+            return None
+
     # -- main loop --------------------------------------------------------------------------------
 
     def train(self) -> RunState:
         config, state, run = self.config, self.state, self.run
         _check_resources(config)
-        learner = self._make_learner()
+        self.learner, info = self._make_learner()
+        learner_call = self._learner_call
         if not self.resume:
             run.write_config(config)
-            ray.get(learner.save_network.remote(str(run.network_path(0)), {"generation": 0}), timeout=300)
-            ray.get(learner.save.remote(), timeout=300)
+            ray.get(self.learner.save_network.remote(str(run.network_path(0)), {"generation": 0}), timeout=300)
+            ray.get(self.learner.save.remote(), timeout=300)
             run.write_state(state)
             run.log_event("run_started", config=str(run.config_path))
         else:
             run.log_event("run_resumed", generation=state.generation, games=state.games, positions=state.positions)
-        info = ray.get(learner.info.remote(), timeout=600)
         state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
         best_ref = ray.put(safe_torch_load(run.network_path(state.best_generation)))
         actors = [self._make_selfplay(i, best_ref, state.network_version) for i in range(config.workers.num_selfplay_workers)]
@@ -218,7 +236,8 @@ class Driver:
                 if arena_due and train_ref is None:
                     generation = state.generation + 1
                     path = run.network_path(generation)
-                    ray.get(learner.save_network.remote(str(path), {"generation": generation, "learner_step": state.learner_step}), timeout=600)
+                    if learner_call("save_network", str(path), {"generation": generation, "learner_step": state.learner_step}) is None:
+                        continue  # the learner was restarted from its last save; try again next round
                     candidate = safe_torch_load(path)
                     best = safe_torch_load(run.network_path(state.best_generation))
                     arena_task = ray.remote(num_cpus=config.workers.arena_cpus, max_retries=2)(run_arena)
@@ -234,7 +253,8 @@ class Driver:
                     allowed = config.train.max_sample_reuse * state.positions
                     enough = min(state.positions, config.train.window_positions) >= config.train.min_positions
                     if enough and state.samples_trained + steps * config.train.batch_size <= allowed:
-                        train_ref = learner.train.remote(steps)
+                        train_ref = self.learner.train.remote(steps)
+                        train_learner = self.learner
                         pending[train_ref] = ("train", 0)
 
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
@@ -257,7 +277,7 @@ class Driver:
                             state.games += len(games)
                             state.positions += sum(g.num_positions for g in games)
                             run.write_state(state)
-                            ray.get(learner.add_shards.remote([str(path)]), timeout=600)
+                            learner_call("add_shards", [str(path)])  # a restarted learner reads it from disk
                         if versions[index] != state.network_version:
                             actors[index].set_weights.remote(state.network_version, best_ref)
                             versions[index] = state.network_version
@@ -267,19 +287,22 @@ class Driver:
                         try:
                             record = ray.get(ref)
                         except ray.exceptions.RayActorError as error:
-                            run.log_event("learner_died", error=str(error)[:500])
-                            self.progress.message("learner died; restarting it from its last save")
-                            learner = self._make_learner()
-                            info = ray.get(learner.info.remote(), timeout=600)
-                            state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
+                            if train_learner is self.learner:  # not already replaced by another call
+                                self._restart_learner(error)
                             continue
                         last_losses = record
                         state.learner_step, state.samples_trained = record["step"], record["samples_trained"]
                         run.write_state(state)
                     elif kind == "arena":
-                        result = ray.get(ref)
                         arena_ref = None
                         generation, path, candidate_ref, candidate_step = arena_candidate
+                        try:
+                            result = ray.get(ref)
+                        except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError) as error:
+                            # Retried by Ray already; the next candidate gets a new arena.
+                            run.log_event("arena_failed", generation=generation, error=str(error)[:2000])
+                            self.progress.message(f"[gen {generation}] arena failed ({type(error).__name__}); will retry with the next candidate")
+                            continue
                         stats = match_result(result["wins"], result["draws"], result["losses"])
                         promoted = stats.score >= config.arena.threshold
                         record = ArenaRecord(
@@ -325,7 +348,7 @@ class Driver:
             run.write_state(state)
             for actor in actors:
                 ray.kill(actor)
-            ray.kill(learner)
+            ray.kill(self.learner)
         self.progress.message(status())
         self.progress.message(f"stopped: {stop_reason}; run directory {run.path}")
         run.log_event("run_stopped", reason=stop_reason, generation=state.generation, games=state.games)

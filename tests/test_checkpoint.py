@@ -1,0 +1,221 @@
+"""Tests for the run directory (``alphazero.checkpoint``): run state, resume checks, atomic writes, JSONL."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from alphazero import checkpoint
+from alphazero.checkpoint import (
+    ArenaRecord,
+    RunDirectory,
+    RunState,
+    append_jsonl,
+    atomic_write_text,
+    read_jsonl,
+    resume_conflicts,
+)
+from alphazero.config import load_config
+
+
+def _arena(generation: int, promoted: bool) -> ArenaRecord:
+    return ArenaRecord(
+        generation=generation, candidate=f"gen-{generation:04d}", best="gen-0000", wins=7 + generation,
+        draws=3, losses=10 - generation, score=0.5 + 0.0125 * generation, elo=12.5 * generation,
+        elo_low=-40.25, elo_high=61.125, promoted=promoted, learner_step=500 * generation, time=1700000000.5 + generation,
+    )
+
+
+def _state() -> RunState:
+    return RunState(
+        generation=2, best_generation=1, network_version=1, games=321, positions=45678, learner_step=1000,
+        samples_trained=256000, arenas=[_arena(1, True), _arena(2, False)], elapsed_s=1234.5,
+    )
+
+
+# -- run state -----------------------------------------------------------------------------------------
+
+
+def test_run_state_round_trips_with_arena_records(tmp_path):
+    run = RunDirectory(tmp_path / "run")
+    state = _state()
+    run.write_state(state)
+    loaded = run.read_state()
+    assert loaded == state
+    assert all(isinstance(record, ArenaRecord) for record in loaded.arenas)
+    assert [r.promoted for r in loaded.arenas] == [True, False]
+    assert run.exists()
+
+
+def test_run_state_json_is_plain_json():
+    data = json.loads(_state().to_json())
+    assert data["generation"] == 2
+    assert data["arenas"][1]["candidate"] == "gen-0002"
+
+
+def test_default_run_state_round_trips():
+    assert RunState.from_json(RunState().to_json(), "x") == RunState()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",  # empty file
+        '{"generation": 2, "best_gen',  # torn write
+        "[1, 2, 3]",  # not an object
+        "null",
+        '{"generation": 1}',  # no format_version
+        '{"format_version": 1, "generation": 1, "colour": "blue"}',  # unknown field
+        '{"format_version": 1, "arenas": [{"generation": 1}]}',  # incomplete arena record
+        '{"format_version": 1, "arenas": 5}',
+        '{"format_version": 99, "generation": 1}',  # from a future version
+    ],
+)
+def test_corrupt_run_state_names_the_file(tmp_path, text):
+    run = RunDirectory(tmp_path)
+    run.state_path.write_text(text)
+    with pytest.raises(ValueError) as error:
+        run.read_state()
+    assert str(run.state_path) in str(error.value)
+
+
+def test_missing_run_state_names_the_file(tmp_path):
+    run = RunDirectory(tmp_path / "empty")
+    assert not run.exists()
+    with pytest.raises(ValueError) as error:
+        run.read_state()
+    assert str(run.state_path) in str(error.value)
+
+
+def test_config_round_trips_through_the_run_directory(tmp_path):
+    run = RunDirectory(tmp_path)
+    config = load_config(None, ["network.blocks=2", "train.lr_milestones=[100, 200]", "seed=7"])
+    run.write_config(config)
+    assert run.read_config() == config
+
+
+def test_corrupt_config_in_run_directory_names_the_file(tmp_path):
+    run = RunDirectory(tmp_path)
+    run.config_path.write_text("network: {blocks: 2\n")
+    with pytest.raises(ValueError) as error:
+        run.read_config()
+    assert str(run.config_path) in str(error.value)
+    run.config_path.write_text("network: {blokcs: 2}\n")
+    with pytest.raises(ValueError) as error:
+        run.read_config()
+    assert str(run.config_path) in str(error.value) and "network.blokcs" in str(error.value)
+
+
+# -- resume conflicts ------------------------------------------------------------------------------------
+
+
+def test_resume_with_the_same_config_has_no_conflicts():
+    config = load_config(None, ["network.blocks=2", "seed=3"])
+    assert resume_conflicts(config, config) == []
+
+
+def test_resume_reports_each_network_difference_and_the_seed():
+    saved = load_config(None, ["network.blocks=2", "network.channels=32", "seed=3"])
+    requested = load_config(None, ["network.blocks=4", "network.channels=64", "seed=4"])
+    reasons = resume_conflicts(saved, requested)
+    assert len(reasons) == 3
+    text = "\n".join(reasons)
+    assert "network.blocks" in text and "network.channels" in text and "seed" in text
+    blocks = next(r for r in reasons if "network.blocks" in r)
+    assert "2" in blocks and "4" in blocks  # both values shown
+
+
+def test_resume_reports_a_single_head_difference():
+    saved = load_config(None)
+    requested = load_config(None, ["network.value_hidden=7"])
+    reasons = resume_conflicts(saved, requested)
+    assert len(reasons) == 1 and "network.value_hidden" in reasons[0]
+
+
+def test_resume_allows_worker_budget_and_schedule_changes():
+    saved = load_config(None, ["seed=5"])
+    requested = load_config(None, [
+        "seed=5", "workers.num_selfplay_workers=8", "workers.learner_cpus=4", "max_generations=10",
+        "max_minutes=90", "train.batch_size=512", "train.learning_rate=0.001", "train.lr_milestones=[10]",
+        "search.num_simulations=400", "selfplay.games_per_worker=64", "arena.games=40",
+    ])
+    assert saved != requested
+    assert resume_conflicts(saved, requested) == []
+
+
+# -- atomic writes ----------------------------------------------------------------------------------------
+
+
+def test_atomic_write_text_replaces_content_and_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "sub" / "state.json"
+    atomic_write_text(path, "first version, rather long " * 20)
+    atomic_write_text(path, "second")
+    assert path.read_text() == "second"
+    assert [p.name for p in path.parent.iterdir()] == ["state.json"]
+
+
+def test_failed_atomic_write_keeps_the_old_content(tmp_path, monkeypatch):
+    path = tmp_path / "state.json"
+    atomic_write_text(path, "old")
+
+    def broken_fsync(fd):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(checkpoint.os, "fsync", broken_fsync)
+    with pytest.raises(OSError):
+        atomic_write_text(path, "new")
+    monkeypatch.undo()
+    assert path.read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == ["state.json"]
+
+
+# -- JSONL ------------------------------------------------------------------------------------------------
+
+
+def test_read_jsonl_of_missing_file_is_empty(tmp_path):
+    assert read_jsonl(tmp_path / "metrics.jsonl") == []
+
+
+def test_append_and_read_jsonl(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    records = [{"step": i, "loss": 1.0 / (i + 1), "tag": f"s{i}"} for i in range(4)]
+    for record in records:
+        append_jsonl(path, record)
+    assert read_jsonl(path) == records
+
+
+def test_read_jsonl_skips_a_torn_last_line(tmp_path):
+    path = tmp_path / "events.jsonl"
+    append_jsonl(path, {"event": "start"})
+    append_jsonl(path, {"event": "arena", "wins": 3})
+    with open(path, "a") as handle:
+        handle.write('{"event": "promo')  # the process was killed mid-write
+    assert read_jsonl(path) == [{"event": "start"}, {"event": "arena", "wins": 3}]
+
+
+def test_run_directory_logs_events(tmp_path):
+    run = RunDirectory(tmp_path)
+    run.log_event("promotion", generation=3)
+    events = read_jsonl(run.events_path)
+    assert len(events) == 1 and events[0]["event"] == "promotion" and events[0]["generation"] == 3
+
+
+def test_records_appended_after_a_torn_line_are_kept(tmp_path):
+    # A run killed mid-append, then resumed: the resumed run's records must not be lost.
+    path = tmp_path / "metrics.jsonl"
+    append_jsonl(path, {"step": 50})
+    with open(path, "a") as handle:
+        handle.write('{"step": 10')  # torn by the kill
+    append_jsonl(path, {"step": 100})  # after the resume
+    append_jsonl(path, {"step": 150})
+    assert read_jsonl(path) == [{"step": 50}, {"step": 100}, {"step": 150}]
+
+
+def test_arena_record_fields_survive_exactly():
+    record = _arena(3, True)
+    state = RunState(arenas=[record])
+    loaded = RunState.from_json(state.to_json(), "x").arenas[0]
+    assert dataclasses.asdict(loaded) == dataclasses.asdict(record)

@@ -1,0 +1,263 @@
+"""Tests for the run configuration (``alphazero.config``): loading, overrides, validation, round trips.
+
+Every expectation is derived from the YAML text or the override given, never from the loader itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alphazero.config import (
+    ConfigError,
+    RunConfig,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+# cluster.yaml is a Ray cluster-launcher file, not a run configuration (see its header comment).
+RUN_CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "cluster.yaml")
+
+
+def _write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+# -- every shipped config ------------------------------------------------------------------------
+
+
+def test_there_are_run_configs_to_check():
+    names = {p.name for p in RUN_CONFIGS}
+    assert {"default.yaml", "smoke.yaml", "quickstart.yaml", "large.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
+def test_shipped_config_loads_with_every_value_from_the_file(path):
+    config = load_config(path)
+    assert isinstance(config, RunConfig)
+    data = yaml.safe_load(path.read_text())
+    for key, value in data.items():
+        if isinstance(value, dict):
+            section = getattr(config, key)
+            for inner, inner_value in value.items():
+                assert _plain(getattr(section, inner)) == inner_value, f"{key}.{inner}"
+        else:
+            assert getattr(config, key) == value, key
+
+
+def test_cluster_yaml_is_not_a_run_config():
+    # The cluster-launcher file has keys no run config knows: loading it must say which.
+    with pytest.raises(ConfigError, match="cluster_name|max_workers|provider|auth"):
+        load_config(ROOT / "configs" / "cluster.yaml")
+
+
+def test_no_path_gives_defaults():
+    assert load_config(None) == RunConfig()
+
+
+# -- unknown keys ----------------------------------------------------------------------------------
+
+
+def test_unknown_top_level_key_is_named(tmp_path):
+    path = _write(tmp_path, "seed: 1\nsede: 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert "sede" in str(error.value)
+
+
+@pytest.mark.parametrize("section", ["network", "search", "selfplay", "train", "arena", "workers"])
+def test_unknown_key_in_a_section_is_named_with_its_dots(tmp_path, section):
+    path = _write(tmp_path, f"{section}: {{no_such_option: 3}}\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert f"{section}.no_such_option" in str(error.value)
+
+
+def test_unknown_key_given_as_override_is_named():
+    with pytest.raises(ConfigError) as error:
+        load_config(None, ["train.batchsize=64"])
+    assert "train.batchsize" in str(error.value)
+
+
+# -- types -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("train.batch_size=many", "train.batch_size"),  # string for int
+        ("train.batch_size=2.5", "train.batch_size"),  # float for int
+        ("selfplay.max_plies=true", "selfplay.max_plies"),  # bool for int
+        ("seed=false", "seed"),  # bool for int at top level
+        ("search.num_simulations='16'", "search.num_simulations"),  # quoted number is a string
+        ("train.learning_rate=fast", "train.learning_rate"),  # string for float
+        ("train.learning_rate=true", "train.learning_rate"),  # bool for float
+        ("train.value_from_unfinished=1", "train.value_from_unfinished"),  # int for bool
+        ("train.device=3", "train.device"),  # int for string
+        ("train.lr_milestones=10", "train.lr_milestones"),  # scalar for list
+        ("train.lr_milestones=[10, ten]", "train.lr_milestones[1]"),  # bad list element
+        ("network=4", "network"),  # scalar for a section
+    ],
+)
+def test_wrong_type_is_rejected_naming_the_key(override, key):
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [override])
+    assert key in str(error.value)
+
+
+def test_wrong_type_in_file_is_rejected_naming_the_key(tmp_path):
+    path = _write(tmp_path, "arena:\n  games: 2.0\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert "arena.games" in str(error.value)
+
+
+def test_int_is_accepted_for_a_float_and_becomes_a_float():
+    config = load_config(None, ["train.learning_rate=1", "max_minutes=5"])
+    assert config.train.learning_rate == 1.0 and isinstance(config.train.learning_rate, float)
+    assert config.max_minutes == 5.0 and isinstance(config.max_minutes, float)
+
+
+# -- overrides ---------------------------------------------------------------------------------------
+
+
+def test_overrides_apply_over_the_file(tmp_path):
+    path = _write(tmp_path, "seed: 3\nnetwork: {blocks: 2, channels: 16}\ntrain: {batch_size: 32}\n")
+    config = load_config(path, [
+        "network.blocks=5", "train.lr_milestones=[10,20]", "search.num_simulations=7", "seed=9",
+        "arena.opening_book=books/main.bin", "train.device=cpu",
+    ])
+    assert config.network.blocks == 5
+    assert config.network.channels == 16  # untouched file value kept
+    assert config.train.batch_size == 32
+    assert config.train.lr_milestones == (10, 20)
+    assert config.search.num_simulations == 7  # a section absent from the file
+    assert config.seed == 9
+    assert config.arena.opening_book == "books/main.bin"
+    assert config.train.device == "cpu"
+
+
+def test_later_override_wins():
+    assert load_config(None, ["seed=1", "seed=2"]).seed == 2
+
+
+def test_override_value_may_contain_equals_sign():
+    config = load_config(None, ["arena.opening_book=a=b.bin"])
+    assert config.arena.opening_book == "a=b.bin"
+
+
+def test_override_does_not_touch_the_file(tmp_path):
+    text = "seed: 3\n"
+    path = _write(tmp_path, text)
+    load_config(path, ["seed=4"])
+    assert path.read_text() == text
+
+
+@pytest.mark.parametrize("override", ["train.batch_size", "=5", "...=5", "train.batch_size 64"])
+def test_bad_override_syntax_is_a_config_error(override):
+    with pytest.raises(ConfigError):
+        load_config(None, [override])
+
+
+def test_override_into_a_scalar_is_rejected(tmp_path):
+    path = _write(tmp_path, "seed: 1\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path, ["seed.value=2"])
+    assert "seed" in str(error.value)
+
+
+# -- invalid values -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("arena.games=3", "arena.games"),
+        ("arena.games=0", "arena.games"),
+        ("arena.threshold=1.5", "arena.threshold"),
+        ("arena.threshold=0", "arena.threshold"),
+        ("search.num_simulations=-1", "search.num_simulations"),
+        ("search.num_simulations=0", "search.num_simulations"),
+        ("arena.num_simulations=-4", "arena.num_simulations"),
+        ("train.lr_milestones=[20,10]", "train.lr_milestones"),
+        ("train.learning_rate=0", "train.learning_rate"),
+        ("train.q_weight=1.5", "train.q_weight"),
+        ("train.device=tpu", "train.device"),
+        ("selfplay.max_plies=0", "selfplay.max_plies"),
+        ("workers.num_selfplay_workers=0", "workers.num_selfplay_workers"),
+        ("max_generations=-1", "max_generations"),
+    ],
+)
+def test_invalid_value_is_rejected_naming_the_key(override, key):
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [override])
+    assert key in str(error.value)
+
+
+def test_window_smaller_than_batch_is_rejected():
+    with pytest.raises(ConfigError) as error:
+        load_config(None, ["train.batch_size=64", "train.window_positions=32"])
+    assert "train.window_positions" in str(error.value)
+
+
+def test_boundary_values_are_accepted():
+    config = load_config(None, ["arena.games=2", "arena.threshold=1", "search.num_simulations=1"])
+    assert (config.arena.games, config.arena.threshold, config.search.num_simulations) == (2, 1.0, 1)
+
+
+def test_config_is_frozen():
+    config = load_config(None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.train.batch_size = 1  # type: ignore[misc]
+
+
+# -- round trips -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
+def test_config_to_dict_round_trips_through_yaml(path):
+    config = load_config(path, ["train.lr_milestones=[5, 50]"])
+    data = config_to_dict(config)
+    assert data["train"]["lr_milestones"] == [5, 50]  # plain YAML list, not a tuple
+    text = yaml.safe_dump(data)  # safe_dump refuses non-plain types
+    assert config_from_dict(yaml.safe_load(text)) == config
+    assert config_from_dict(data) == config
+
+
+# -- file errors ------------------------------------------------------------------------------------------
+
+
+def test_missing_file_is_named(tmp_path):
+    path = tmp_path / "nowhere" / "run.yaml"
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(path) in str(error.value)
+
+
+def test_invalid_yaml_is_named(tmp_path):
+    path = _write(tmp_path, "train: {batch_size: 32\nseed: [1, 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(path) in str(error.value)
+
+
+def test_non_mapping_yaml_is_named(tmp_path):
+    path = _write(tmp_path, "- seed\n- 1\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(path) in str(error.value)
+
+
+def test_empty_file_gives_defaults(tmp_path):
+    assert load_config(_write(tmp_path, "# nothing but a comment\n")) == RunConfig()

@@ -1,0 +1,255 @@
+"""Tests for the policy/value network and its safe file format (``alphazero.network``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import pickle
+
+import chess
+import numpy as np
+import pytest
+import torch
+
+from alphazero import encoding
+from alphazero.network import (
+    PRESETS,
+    NetworkConfig,
+    PolicyValueNet,
+    fuse_for_inference,
+    load_network,
+    save_network,
+)
+
+torch.set_num_threads(1)
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
+
+
+def _planes(count: int = 6, seed: int = 0) -> torch.Tensor:
+    """Real encoded positions from a short random game."""
+    rng = np.random.default_rng(seed)
+    board = chess.Board()
+    boards = []
+    while len(boards) < count:
+        boards.append(board.copy())
+        moves = list(board.legal_moves)
+        if not moves:
+            board = chess.Board()
+            continue
+        board.push(moves[int(rng.integers(len(moves)))])
+    return torch.from_numpy(encoding.encode_boards(boards))
+
+
+def _net_with_nontrivial_batchnorm(seed: int = 0) -> PolicyValueNet:
+    """A tiny net whose BatchNorm statistics and affine parameters are far from their defaults."""
+    torch.manual_seed(seed)
+    net = PolicyValueNet(TINY)
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for module in net.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                n = module.num_features
+                module.running_mean.copy_(torch.randn(n, generator=generator) * 0.5)
+                module.running_var.copy_(torch.rand(n, generator=generator) * 2 + 0.2)
+                module.weight.copy_(torch.rand(n, generator=generator) + 0.5)
+                module.bias.copy_(torch.randn(n, generator=generator) * 0.3)
+    return net
+
+
+# -- forward ----------------------------------------------------------------------------------------
+
+
+def test_forward_shapes_and_value_range():
+    net = PolicyValueNet(TINY).eval()
+    planes = _planes(5)
+    logits, value = net(planes)
+    assert logits.shape == (5, encoding.NUM_ACTIONS) == (5, 4672)
+    assert value.shape == (5,)
+    assert logits.dtype == torch.float32 and value.dtype == torch.float32
+    assert torch.isfinite(logits).all()
+    assert ((value >= -1) & (value <= 1)).all()
+
+
+def test_value_stays_in_range_for_extreme_weights_and_inputs():
+    torch.manual_seed(3)
+    net = PolicyValueNet(TINY).eval()
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.mul_(50.0)
+    planes = torch.randint(0, 256, (8, encoding.NUM_PLANES, 8, 8), dtype=torch.uint8)
+    _, value = net(planes)
+    assert ((value >= -1) & (value <= 1)).all()
+    assert value.abs().max() > 0.5  # the weights really were extreme
+
+
+def test_train_mode_forward_gives_the_same_shapes():
+    net = PolicyValueNet(TINY).train()
+    logits, value = net(_planes(2))
+    assert logits.shape == (2, 4672) and value.shape == (2,)
+
+
+def test_output_is_per_position():
+    net = _net_with_nontrivial_batchnorm().eval()
+    planes = _planes(4)
+    logits, value = net(planes)
+    logits_one, value_one = net(planes[2:3])
+    torch.testing.assert_close(logits_one[0], logits[2], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(value_one[0], value[2], rtol=1e-5, atol=1e-5)
+
+
+# -- save / load ----------------------------------------------------------------------------------------
+
+
+def test_save_load_round_trip_gives_equal_outputs(tmp_path):
+    net = _net_with_nontrivial_batchnorm().eval()
+    path = tmp_path / "nets" / "gen-0001.pt"
+    save_network(net, path, {"generation": 1})
+    loaded = load_network(path).eval()
+    assert loaded.config == TINY
+    planes = _planes(6)
+    with torch.no_grad():
+        a_logits, a_value = net(planes)
+        b_logits, b_value = loaded(planes)
+    assert torch.equal(a_logits, b_logits)
+    assert torch.equal(a_value, b_value)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+
+
+def test_save_replaces_an_existing_file(tmp_path):
+    path = tmp_path / "net.pt"
+    first = _net_with_nontrivial_batchnorm(seed=1).eval()
+    second = _net_with_nontrivial_batchnorm(seed=2).eval()
+    save_network(first, path)
+    save_network(second, path)
+    planes = _planes(3)
+    with torch.no_grad():
+        assert torch.equal(load_network(path).eval()(planes)[0], second(planes)[0])
+
+
+def test_load_missing_file_names_it(tmp_path):
+    path = tmp_path / "absent.pt"
+    with pytest.raises(ValueError) as error:
+        load_network(path)
+    assert str(path) in str(error.value)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty"])
+def test_load_damaged_file_names_it(tmp_path, damage):
+    path = tmp_path / "net.pt"
+    save_network(PolicyValueNet(TINY), path)
+    data = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    else:
+        path.write_bytes(b"")
+    with pytest.raises(ValueError) as error:
+        load_network(path)
+    assert str(path) in str(error.value)
+
+
+def test_load_a_torch_file_that_is_not_a_network_names_it(tmp_path):
+    path = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, path)
+    with pytest.raises(ValueError) as error:
+        load_network(path)
+    assert str(path) in str(error.value)
+
+
+def test_load_weights_of_another_shape_is_refused(tmp_path):
+    path = tmp_path / "net.pt"
+    save_network(PolicyValueNet(TINY), path)
+    payload = torch.load(path, weights_only=True)
+    payload["config"] = dataclasses.asdict(dataclasses.replace(TINY, channels=16))
+    torch.save(payload, path)
+    with pytest.raises(ValueError) as error:
+        load_network(path)
+    assert str(path) in str(error.value)
+
+
+class _Exploit:
+    """Unpickling this object creates ``marker`` (a stand-in for arbitrary code execution)."""
+
+    def __init__(self, marker: pathlib.Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_pickled_object_is_refused_without_running_code(tmp_path):
+    # Control: the payload really does run code when unpickled without restrictions.
+    control = tmp_path / "control-marker"
+    pickle.loads(pickle.dumps(_Exploit(control)))
+    assert control.exists()
+
+    marker = tmp_path / "marker"
+    path = tmp_path / "evil.pt"
+    good = PolicyValueNet(TINY)
+    save_network(good, tmp_path / "good.pt")
+    payload = torch.load(tmp_path / "good.pt", weights_only=True)
+    payload["metadata"] = {"note": _Exploit(marker)}  # otherwise a valid network file
+    torch.save(payload, path)
+    assert not marker.exists()
+    with pytest.raises(ValueError) as error:
+        load_network(path)
+    assert str(path) in str(error.value)
+    assert not marker.exists()
+
+
+def test_bare_pickled_object_is_refused_without_running_code(tmp_path):
+    marker = tmp_path / "marker"
+    path = tmp_path / "evil.pt"
+    torch.save(_Exploit(marker), path)
+    with pytest.raises(ValueError):
+        load_network(path)
+    assert not marker.exists()
+
+
+# -- inference fusion -----------------------------------------------------------------------------------------
+
+
+def test_fuse_for_inference_matches_eval_mode():
+    net = _net_with_nontrivial_batchnorm(seed=5)
+    net.train()  # fusion must use the running statistics, whatever mode the source is in
+    fused = fuse_for_inference(net)
+    planes = _planes(8, seed=2)
+    with torch.no_grad():
+        expected_logits, expected_value = net.eval()(planes)
+        fused_logits, fused_value = fused(planes)
+    torch.testing.assert_close(fused_logits, expected_logits, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(fused_value, expected_value, rtol=1e-4, atol=1e-4)
+    # The batch statistics of train mode give different outputs: the comparison above is meaningful.
+    with torch.no_grad():
+        train_logits, _ = net.train()(planes)
+    assert not torch.allclose(train_logits, expected_logits, atol=1e-3)
+
+
+def test_fused_copy_has_no_batchnorm_and_leaves_the_source_alone():
+    net = _net_with_nontrivial_batchnorm(seed=6)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    fused = fuse_for_inference(net)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in fused.modules())
+    assert not fused.training
+    for key, value in net.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    planes = _planes(3)
+    with torch.no_grad():
+        reference = fused(planes)[0].clone()
+        for parameter in net.parameters():
+            parameter.add_(1.0)
+        assert torch.equal(fused(planes)[0], reference)  # a copy, not a view of the source
+
+
+# -- presets ---------------------------------------------------------------------------------------------------
+
+
+def test_presets_contain_small_and_large():
+    assert {"small", "large"} <= set(PRESETS)
+    for preset in PRESETS.values():
+        assert isinstance(preset, NetworkConfig)
+    small = sum(p.numel() for p in PolicyValueNet(PRESETS["small"]).parameters())
+    large = sum(p.numel() for p in PolicyValueNet(PRESETS["large"]).parameters())
+    assert large > small

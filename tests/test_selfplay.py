@@ -1,0 +1,301 @@
+"""Tests for self-play (``alphazero.selfplay``): results, value targets, PGN, openings, temperature.
+
+python-chess is the rules oracle: every game is replayed from its PGN and the replay decides who won,
+which positions were recorded and what their planes must be.
+"""
+
+from __future__ import annotations
+
+import io
+
+import chess
+import chess.pgn
+import numpy as np
+import pytest
+import torch
+
+from alphazero import encoding
+from alphazero.config import SelfPlayConfig
+from alphazero.evaluator import NetworkEvaluator, UniformEvaluator
+from alphazero.mcts import SearchConfig
+from alphazero.network import NetworkConfig, PolicyValueNet
+from alphazero.selfplay import SelfPlayer
+
+torch.set_num_threads(1)
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
+
+WHITE_MATES_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"  # Ra8#
+BLACK_MATES_IN_ONE = "r5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 0 1"  # ...Ra1#
+# Black's only move is ...c3, then Rd8# (among others): a loser's position, then a winner's.
+BLACK_FORCED_THEN_MATED = "k7/P7/1K6/8/2p5/8/8/3R4 b - - 0 1"
+# White is in check; both legal moves (Kxh4, Nxh4) leave insufficient material.
+EVERY_MOVE_DRAWS = "8/8/8/8/7r/5k1K/6N1/8 w - - 0 1"
+
+# Deterministic, mate-finding search for the composed positions: no noise, no FPU penalty.
+SHARP = SearchConfig(num_simulations=64, fpu_reduction=0.0, dirichlet_epsilon=0.0)
+
+
+def _player(search=SHARP, fen: str | None = None, evaluator=None, seed: int = 0, **selfplay) -> SelfPlayer:
+    config = SelfPlayConfig(**{"games_per_worker": 1, "max_plies": 200, "temperature_plies": 0, **selfplay})
+    return SelfPlayer(evaluator or UniformEvaluator(), search, config, seed=seed,
+                      start_fen_fn=(lambda rng: fen) if fen else None)
+
+
+def _replay(pgn: str) -> tuple[chess.pgn.Game, list[chess.Board], chess.Board]:
+    """Parse a PGN: (game, board before every move, final board)."""
+    game = chess.pgn.read_game(io.StringIO(pgn))
+    assert game is not None and not game.errors, getattr(game, "errors", None)
+    board = game.board()
+    before = []
+    for move in game.mainline_moves():
+        assert board.is_legal(move)
+        before.append(board.copy())
+        board.push(move)
+    return game, before, board
+
+
+def _winner(board: chess.Board) -> chess.Color | None:
+    return (not board.turn) if board.is_checkmate() else None
+
+
+def _check_value_targets(record, before: list[chess.Board], final: chess.Board) -> None:
+    """z[t] is +1 for the winner's positions, -1 for the loser's, 0 when nobody won."""
+    recorded = before[record.plies - record.num_positions:]
+    winner = _winner(final)
+    for t, board in enumerate(recorded):
+        expected = 0 if winner is None else (1 if board.turn == winner else -1)
+        assert record.z[t] == expected, (t, board.fen())
+
+
+# -- results and value targets --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fen, result", [(WHITE_MATES_IN_ONE, "1-0"), (BLACK_MATES_IN_ONE, "0-1")])
+def test_mate_in_one_is_played_and_scored_for_the_mover(fen, result):
+    record = _player(fen=fen).play(1)[0]
+    game, before, final = _replay(record.pgn)
+    assert final.is_checkmate()
+    assert record.result == result == game.headers["Result"]
+    assert record.termination == "checkmate" == game.headers["Termination"]
+    assert record.plies == 1 and record.num_positions == 1
+    assert record.z.tolist() == [1]  # the mover at the only recorded position won
+    assert game.headers["FEN"] == fen
+
+
+def test_loser_positions_get_minus_one():
+    record = _player(fen=BLACK_FORCED_THEN_MATED, max_plies=20).play(1)[0]
+    game, before, final = _replay(record.pgn)
+    assert final.is_checkmate() and final.turn == chess.BLACK
+    assert record.result == "1-0" and record.termination == "checkmate"
+    assert record.plies == 2
+    assert record.z.tolist() == [-1, 1]  # Black (lost) to move, then White (won) to move
+    _check_value_targets(record, before, final)
+
+
+def test_mate_on_the_last_allowed_ply_counts_as_a_win():
+    record = _player(fen=WHITE_MATES_IN_ONE, max_plies=1).play(1)[0]
+    assert record.result == "1-0" and record.termination == "checkmate" and record.z.tolist() == [1]
+
+
+def test_drawn_game_gives_zero():
+    record = _player(fen=EVERY_MOVE_DRAWS).play(1)[0]
+    game, _, final = _replay(record.pgn)
+    assert final.is_insufficient_material()
+    assert record.result == "1/2-1/2" == game.headers["Result"]
+    assert record.termination == "insufficient material"
+    assert record.z.tolist() == [0]
+
+
+def test_max_plies_is_adjudicated_a_draw():
+    player = _player(search=SearchConfig(num_simulations=4), games_per_worker=2, max_plies=6, temperature_plies=6)
+    records = player.play(2)
+    assert len(records) == 2
+    for record in records:
+        game, before, final = _replay(record.pgn)
+        assert record.result == "1/2-1/2" == game.headers["Result"]
+        assert record.termination == "max length" == game.headers["Termination"]
+        assert record.plies == 6 == len(before) == record.num_positions
+        assert not final.is_game_over()
+        assert (record.z == 0).all()
+
+
+# -- realistic games: PGN, recorded positions, value targets -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def network_games():
+    torch.manual_seed(0)
+    net = PolicyValueNet(TINY)
+    player = _player(search=SearchConfig(num_simulations=8), evaluator=NetworkEvaluator(net), seed=4,
+                     games_per_worker=4, max_plies=40, temperature_plies=40)
+    trees = {}
+    original = player.mcts.search
+
+    def remember_trees(batch, **kwargs):
+        for tree in batch:
+            trees[id(tree)] = tree
+        return original(batch, **kwargs)
+
+    player.mcts.search = remember_trees
+    records = player.play(4)
+    return records, list(trees.values())
+
+
+def test_pgn_replays_to_the_final_position(network_games):
+    records, trees = network_games
+    assert len(records) >= 4
+    for record in records:
+        game, before, final = _replay(record.pgn)
+        assert len(before) == record.plies
+        moves = list(game.mainline_moves())
+        played = [tree for tree in trees if list(tree.board.move_stack) == moves]
+        assert len(played) == 1
+        assert played[0].board.fen() == final.fen()
+        assert game.headers["Result"] == record.result
+        if record.termination == "max length":
+            assert record.plies == 40
+        else:
+            assert final.is_game_over(claim_draw=True)
+
+
+def test_recorded_planes_are_the_replayed_positions(network_games):
+    records, _ = network_games
+    for record in records:
+        _, before, _ = _replay(record.pgn)
+        assert record.num_positions == record.plies
+        np.testing.assert_array_equal(encoding.unpack_planes(record.planes), encoding.encode_boards(before))
+
+
+@pytest.fixture(scope="module")
+def endgame_games():
+    """Games from small endgames: checkmates, several kinds of draw and length-limited games."""
+    fens = ["k7/8/1K6/8/8/8/8/6Q1 w - - 0 1", BLACK_MATES_IN_ONE, WHITE_MATES_IN_ONE, EVERY_MOVE_DRAWS,
+            BLACK_FORCED_THEN_MATED, "4k3/8/4K3/8/8/8/8/3Q4 b - - 0 1"]
+    config = SelfPlayConfig(games_per_worker=8, max_plies=30, temperature_plies=30)
+    player = SelfPlayer(UniformEvaluator(), SearchConfig(num_simulations=16), config, seed=3,
+                        start_fen_fn=lambda rng: fens[int(rng.integers(len(fens)))])
+    return player.play(24)
+
+
+def test_results_terminations_and_value_targets_agree_with_python_chess(endgame_games):
+    kinds = set()
+    for record in endgame_games:
+        game, before, final = _replay(record.pgn)
+        assert game.headers["Result"] == record.result
+        assert game.headers["Termination"] == record.termination
+        winner = _winner(final)
+        expected_result = "1/2-1/2" if winner is None else ("1-0" if winner == chess.WHITE else "0-1")
+        assert record.result == expected_result
+        oracle = {
+            "checkmate": final.is_checkmate(),
+            "stalemate": final.is_stalemate(),
+            "insufficient material": final.is_insufficient_material(),
+            "threefold repetition": final.is_repetition(3),
+            "fifty moves": final.halfmove_clock >= 100,
+            "max length": record.plies == 30 and not final.is_game_over(claim_draw=True),
+        }
+        assert oracle.get(record.termination), (record.termination, record.pgn)
+        np.testing.assert_array_equal(encoding.unpack_planes(record.planes), encoding.encode_boards(before))
+        _check_value_targets(record, before, final)
+        kinds.add((record.result, record.termination, record.num_positions > 1))
+    # The sample really contains decisive games with positions of both sides, and real draws.
+    assert any(result != "1/2-1/2" and longer for result, _, longer in kinds), kinds
+    assert any(result == "1/2-1/2" and termination != "max length" for result, termination, _ in kinds), kinds
+
+
+def test_policy_targets_are_legal_moves(network_games):
+    records, _ = network_games
+    for record in records:
+        _, before, _ = _replay(record.pgn)
+        for t, board in enumerate(before):
+            actions = record.policy_actions[record.policy_offsets[t]:record.policy_offsets[t + 1]]
+            counts = record.policy_counts[record.policy_offsets[t]:record.policy_offsets[t + 1]]
+            assert len(actions) > 0 and (counts > 0).all()
+            legal = encoding.legal_action_mask(board)
+            assert legal[actions.astype(int)].all()
+            assert len(set(actions.tolist())) == len(actions)
+
+
+def test_network_version_is_recorded_in_games_and_pgn():
+    player = _player(search=SearchConfig(num_simulations=2), max_plies=2, temperature_plies=2)
+    player.set_network_version(5)
+    player.play(1)  # the game already in flight keeps the version it started with
+    record = player.play(1)[0]
+    assert record.network_version == 5
+    game, _, _ = _replay(record.pgn)
+    assert game.headers["White"] == game.headers["Black"] == "v5"
+
+
+# -- openings and temperature ---------------------------------------------------------------------------------
+
+
+def test_random_opening_plies_are_played_but_not_recorded():
+    player = _player(search=SearchConfig(num_simulations=4), games_per_worker=3, max_plies=10,
+                     temperature_plies=10, random_opening_plies=4, seed=2)
+    records = player.play(3)
+    openings = set()
+    for record in records:
+        game, before, final = _replay(record.pgn)
+        assert record.plies == len(before) == 10
+        assert record.num_positions == 10 - 4
+        np.testing.assert_array_equal(encoding.unpack_planes(record.planes), encoding.encode_boards(before[4:]))
+        _check_value_targets(record, before, final)
+        openings.add(tuple(m.uci() for m in list(game.mainline_moves())[:4]))
+    assert len(openings) > 1  # the openings are random, not one fixed line
+
+
+def test_random_opening_from_a_given_start_position():
+    start = "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3"
+    player = _player(search=SearchConfig(num_simulations=4), fen=start, max_plies=6, temperature_plies=6,
+                     random_opening_plies=2)
+    record = player.play(1)[0]
+    game, before, _ = _replay(record.pgn)
+    assert game.headers["FEN"] == start
+    assert before[0].fen() == start
+    assert record.num_positions == record.plies - 2
+    np.testing.assert_array_equal(encoding.unpack_planes(record.planes), encoding.encode_boards(before[2:]))
+
+
+def _visit_counts_of_played_moves(record, moves, before):
+    """For each recorded position: (index, visit count of the move played there, highest visit count)."""
+    opening = record.plies - record.num_positions
+    pairs = []
+    for t in range(record.num_positions):
+        board, played = before[opening + t], moves[opening + t]
+        lo, hi = record.policy_offsets[t], record.policy_offsets[t + 1]
+        actions = record.policy_actions[lo:hi].astype(int).tolist()
+        counts = record.policy_counts[lo:hi]
+        action = encoding.move_to_action(board, played)
+        pairs.append((t, int(counts[actions.index(action)]) if action in actions else 0, int(counts.max())))
+    return pairs
+
+
+def _play_for_temperature(temperature_plies: int):
+    player = _player(search=SearchConfig(num_simulations=12), games_per_worker=4, max_plies=13,
+                     temperature_plies=temperature_plies, random_opening_plies=1, seed=9)
+    games = []
+    for record in player.play(4):
+        game, before, _ = _replay(record.pgn)
+        games.append((record, list(game.mainline_moves()), before))
+    return games
+
+
+def test_after_temperature_plies_the_most_visited_move_is_played():
+    checked = 0
+    for record, moves, before in _play_for_temperature(temperature_plies=4):
+        for t, played_count, best_count in _visit_counts_of_played_moves(record, moves, before):
+            if t >= 4:
+                assert played_count == best_count, (t, played_count, best_count)
+                checked += 1
+    assert checked >= 4 * 8  # 12 recorded plies per game, the last 8 greedy
+
+
+def test_during_temperature_plies_moves_are_sampled():
+    # Control for the test above: at temperature 1 the played move is often not the most visited.
+    not_best = 0
+    for record, moves, before in _play_for_temperature(temperature_plies=100):
+        for _, played_count, best_count in _visit_counts_of_played_moves(record, moves, before):
+            assert played_count > 0  # a sampled move was visited
+            not_best += played_count < best_count
+    assert not_best > 0

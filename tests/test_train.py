@@ -1,0 +1,309 @@
+"""Tests for the learner (``alphazero.train``): loss, learning, schedule, and resumable state."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chess
+import numpy as np
+import pytest
+import torch
+
+from alphazero import encoding
+from alphazero.config import TrainConfig
+from alphazero.game import MAX_LENGTH
+from alphazero.network import NetworkConfig, PolicyValueNet, atomic_torch_save, safe_torch_load
+from alphazero.replay import GameRecord, write_shard
+from alphazero.train import Learner, compute_loss
+
+torch.set_num_threads(1)
+
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
+
+
+def _boards(count: int, seed: int) -> list[chess.Board]:
+    rng = np.random.default_rng(seed)
+    board, boards = chess.Board(), []
+    while len(boards) < count:
+        moves = list(board.legal_moves)
+        if not moves:
+            board = chess.Board()
+            continue
+        boards.append(board.copy())
+        board.push(moves[int(rng.integers(len(moves)))])
+    return boards
+
+
+def _record(count: int, seed: int, termination: str = "checkmate") -> GameRecord:
+    """``count`` real positions; each targets two legal moves (visits 6:2) and z cycling +1, -1, 0."""
+    rng = np.random.default_rng(seed)
+    boards = _boards(count, seed)
+    actions, counts = [], []
+    for board in boards:
+        moves = list(board.legal_moves)
+        pick = rng.choice(len(moves), 2, replace=False)
+        actions.append(encoding.moves_to_actions(board, [moves[i] for i in pick]).astype(np.uint16))
+        counts.append(np.array([6, 2], dtype=np.uint16))
+    z = np.array([(1, -1, 0)[i % 3] for i in range(count)], dtype=np.int8)
+    if termination == MAX_LENGTH:
+        z[:] = 0
+    return GameRecord(
+        planes=encoding.encode_packed(boards), policy_offsets=np.arange(0, 2 * count + 1, 2),
+        policy_actions=np.concatenate(actions), policy_counts=np.concatenate(counts), z=z,
+        root_values=rng.uniform(-1, 1, count).astype(np.float16), result="1-0", termination=termination,
+        network_version=0, pgn="*", plies=count,
+    )
+
+
+def _shard(tmp_path, count: int = 6, seed: int = 0, termination: str = "checkmate") -> str:
+    path = tmp_path / f"shard-{seed:08d}.npz"
+    write_shard(path, [_record(count, seed, termination)])
+    return str(path)
+
+
+def _config(**changes) -> TrainConfig:
+    base = TrainConfig(batch_size=16, learning_rate=0.05, window_positions=1000, min_positions=1, device="cpu")
+    return dataclasses.replace(base, **changes)
+
+
+# -- loss -------------------------------------------------------------------------------------------------
+
+
+def _batch(size: int = 5, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    planes = torch.from_numpy(encoding.encode_boards(_boards(size, seed)))
+    pi = np.zeros((size, encoding.NUM_ACTIONS), dtype=np.float32)
+    for row in range(size):
+        support = rng.choice(encoding.NUM_ACTIONS, 4, replace=False)
+        pi[row, support] = rng.dirichlet(np.ones(4))
+    z = torch.from_numpy(rng.choice([-1.0, 0.0, 1.0], size).astype(np.float32))
+    return planes, torch.from_numpy(pi), z
+
+
+def _by_hand(net, planes, pi, z, weight=None):
+    with torch.no_grad():
+        logits, value = net(planes)
+    logits = logits.double().numpy()
+    value, z, pi = value.double().numpy(), z.double().numpy(), pi.double().numpy()
+    squared = (value - z) ** 2
+    value_loss = squared.mean() if weight is None else (weight * squared).sum() / max(weight.sum(), 1.0)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    policy_loss = -(pi * log_softmax).sum(axis=1).mean()
+    return value_loss, policy_loss
+
+
+def test_compute_loss_is_squared_error_plus_cross_entropy():
+    torch.manual_seed(0)
+    net = PolicyValueNet(TINY).eval()
+    planes, pi, z = _batch()
+    total, value_loss, policy_loss = compute_loss(net, planes, pi, z)
+    expected_value, expected_policy = _by_hand(net, planes, pi, z)
+    assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
+    assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)
+    assert total.item() == pytest.approx(expected_value + expected_policy, rel=1e-5)
+    assert expected_value > 0.05  # an untrained net: the check is not 0 == 0
+
+
+def test_value_weight_drops_positions_from_the_value_term():
+    torch.manual_seed(0)
+    net = PolicyValueNet(TINY).eval()
+    planes, pi, z = _batch(6)
+    weight = np.array([1, 0, 1, 1, 0, 0], dtype=np.float64)
+    _, value_loss, policy_loss = compute_loss(net, planes, pi, z, torch.tensor(weight, dtype=torch.float32))
+    expected_value, expected_policy = _by_hand(net, planes, pi, z, weight)
+    assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
+    assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)  # the policy keeps every position
+    _, none_kept, _ = compute_loss(net, planes, pi, z, torch.zeros(6))
+    assert none_kept.item() == 0.0
+
+
+# -- learning ---------------------------------------------------------------------------------------------
+
+
+def test_loss_decreases_on_a_fixed_tiny_dataset(tmp_path):
+    learner = Learner(TINY, _config(), seed=0)
+    assert learner.add_shards([_shard(tmp_path)]) == 6
+    stats = [learner.train(1) for _ in range(30)]
+    first, last = stats[0], stats[-5:]
+    assert np.mean([s.loss for s in last]) < 0.4 * first.loss
+    assert np.mean([s.value_loss for s in last]) < 0.5 * first.value_loss
+    assert np.mean([s.policy_loss for s in last]) < 0.4 * first.policy_loss
+    assert learner.step == 30 and learner.samples_trained == 30 * 16
+    # What was learned is visible in the outputs: most policy mass on the searched moves (uniform would
+    # give them 2 / 4672) and the value sign of every decisive position.
+    record = _record(6, 0)
+    net = learner.get_network().train()  # batch statistics, as in training
+    with torch.no_grad():
+        logits, value = net(torch.from_numpy(encoding.unpack_planes(record.planes)))
+    probs = torch.softmax(logits, dim=1)
+    mass = [probs[t, record.policy_actions[2 * t: 2 * t + 2].astype(int)].sum().item() for t in range(6)]
+    assert np.mean(mass) > 0.25 and min(mass) > 0.05, mass
+    for t in range(6):
+        if record.z[t] != 0:
+            assert np.sign(value[t].item()) == record.z[t], (t, value[t].item())
+
+
+def test_training_needs_data():
+    learner = Learner(TINY, _config(), seed=0)
+    with pytest.raises(ValueError):
+        learner.train(1)
+
+
+def test_add_shards_skips_shards_already_loaded(tmp_path):
+    learner = Learner(TINY, _config(), seed=0)
+    first = _shard(tmp_path, 6, seed=0)
+    assert learner.add_shards([first]) == 6
+    assert learner.add_shards([first, _shard(tmp_path, 4, seed=1)]) == 10
+
+
+def test_unfinished_games_can_be_kept_out_of_the_value_loss(tmp_path):
+    path = _shard(tmp_path, 6, termination=MAX_LENGTH)
+    kept = Learner(TINY, _config(value_from_unfinished=False), seed=0)
+    kept.add_shards([path])
+    assert kept.train(2).value_loss == 0.0
+    counted = Learner(TINY, _config(value_from_unfinished=True), seed=0)
+    counted.add_shards([path])
+    assert counted.train(2).value_loss > 0.0
+
+
+def test_learning_rate_drops_at_milestones(tmp_path):
+    base, gamma, milestones = 0.1, 0.5, (2, 5)
+    learner = Learner(TINY, _config(learning_rate=base, lr_gamma=gamma, lr_milestones=milestones), seed=0)
+    learner.add_shards([_shard(tmp_path)])
+    used = []
+    for _ in range(7):
+        learner.train(1)
+        used.append(learner.optimizer.param_groups[0]["lr"])  # the rate the step just taken used
+    expected = [base * gamma ** sum(step >= m for m in milestones) for step in range(7)]
+    assert used == pytest.approx(expected)
+    assert used[0] == pytest.approx(0.1) and used[-1] == pytest.approx(0.025)
+    assert learner.learning_rate() == pytest.approx(0.025)
+
+
+# -- resumable state --------------------------------------------------------------------------------------
+
+
+def _all_tensors(learner: Learner) -> dict[str, torch.Tensor]:
+    tensors = {f"net.{k}": v for k, v in learner.net.state_dict().items()}
+    for index, state in learner.optimizer.state_dict()["state"].items():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"opt.{index}.{key}"] = value
+    return tensors
+
+
+def test_state_round_trip_reproduces_the_next_step_exactly(tmp_path):
+    paths = [_shard(tmp_path, 12, seed=0), _shard(tmp_path, 9, seed=1)]
+    config = _config(batch_size=4, lr_milestones=(4,), lr_gamma=0.3)
+    original = Learner(TINY, config, seed=0)
+    original.add_shards(paths)
+    original.train(3)
+    state_path = tmp_path / "learner.pt"
+    torch.save(original.state_dict(), state_path)
+    state = torch.load(state_path, weights_only=True)  # only tensors and primitives inside
+
+    resumed = Learner(TINY, config, seed=12345)  # other initial weights and random streams
+    resumed.add_shards(paths)
+    resumed.load_state_dict(state, str(state_path))
+    assert (resumed.step, resumed.samples_trained) == (original.step, original.samples_trained)
+
+    for _ in range(2):  # the second step crosses the lr milestone
+        a, b = original.train(1), resumed.train(1)
+        assert (a.loss, a.value_loss, a.policy_loss, a.learning_rate) == (b.loss, b.value_loss, b.policy_loss, b.learning_rate)
+    ours, theirs = _all_tensors(original), _all_tensors(resumed)
+    assert ours.keys() == theirs.keys() and any(k.startswith("opt.") for k in ours)
+    for key in ours:
+        assert torch.equal(ours[key], theirs[key]), key
+
+
+def test_state_round_trip_is_needed_for_the_same_step(tmp_path):
+    # Control for the test above: without the state, a learner with another seed diverges.
+    paths = [_shard(tmp_path, 12, seed=0), _shard(tmp_path, 9, seed=1)]
+    config = _config(batch_size=4)
+    a, b = Learner(TINY, config, seed=0), Learner(TINY, config, seed=12345)
+    for learner in (a, b):
+        learner.add_shards(paths)
+    assert a.train(1).loss != b.train(1).loss
+
+
+def test_state_survives_the_atomic_file_helpers(tmp_path):
+    learner = Learner(TINY, _config(), seed=0)
+    learner.add_shards([_shard(tmp_path)])
+    learner.train(2)
+    path = tmp_path / "run" / "learner.pt"
+    atomic_torch_save(learner.state_dict(), path)
+    fresh = Learner(TINY, _config(), seed=7)
+    fresh.load_state_dict(safe_torch_load(path), str(path))
+    assert fresh.step == 2
+    for key, value in learner.net.state_dict().items():
+        assert torch.equal(value, fresh.net.state_dict()[key]), key
+
+
+def test_resumed_learner_can_refill_its_window_from_the_same_shards(tmp_path):
+    # A resume through the public API: new Learner, load_state_dict, add_shards(every shard on disk).
+    paths = [_shard(tmp_path, 6, seed=0), _shard(tmp_path, 5, seed=1)]
+    learner = Learner(TINY, _config(), seed=0)
+    learner.add_shards(paths)
+    learner.train(1)
+    resumed = Learner(TINY, _config(), seed=0)
+    resumed.load_state_dict(learner.state_dict())
+    assert resumed.add_shards(paths) == 11
+    resumed.train(1)
+
+
+def _corruptions():
+    def set_key(key, value):
+        return lambda state: state.__setitem__(key, value)
+
+    def drop(key):
+        return lambda state: state.pop(key)
+
+    def other_network(state):
+        state["network"] = Learner(dataclasses.replace(TINY, channels=16), _config()).get_weights()
+
+    return {
+        "wrong format tag": set_key("format", "something-else"),
+        "future version": set_key("format_version", 99),
+        "no optimizer": drop("optimizer"),
+        "no numpy rng": drop("numpy_rng"),
+        "no step": drop("step"),
+        "network of another shape": other_network,
+        "network not a network": set_key("network", {"format": "alphazero-chess-net"}),
+        "optimizer without groups": set_key("optimizer", {"state": {}}),
+        "torch rng garbage": set_key("torch_rng", torch.zeros(3, dtype=torch.uint8)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_corruptions()))
+def test_corrupted_state_raises_value_error_naming_the_source(name):
+    state = Learner(TINY, _config(), seed=0).state_dict()
+    _corruptions()[name](state)
+    with pytest.raises(ValueError) as error:
+        Learner(TINY, _config(), seed=1).load_state_dict(state, "RUN/learner.pt")
+    assert "RUN/learner.pt" in str(error.value)
+
+
+def test_state_that_is_not_a_dict_raises_value_error():
+    with pytest.raises(ValueError):
+        Learner(TINY, _config(), seed=1).load_state_dict([1, 2, 3], "RUN/learner.pt")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("optimizer", ["garbage", None, [1, 2]])
+def test_state_with_a_non_mapping_optimizer_raises_value_error(optimizer):
+    state = Learner(TINY, _config(), seed=0).state_dict()
+    state["optimizer"] = optimizer
+    with pytest.raises(ValueError) as error:
+        Learner(TINY, _config(), seed=1).load_state_dict(state, "RUN/learner.pt")
+    assert "RUN/learner.pt" in str(error.value)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_damaged_state_file_raises_value_error_naming_it(tmp_path, damage):
+    path = tmp_path / "learner.pt"
+    atomic_torch_save(Learner(TINY, _config(), seed=0).state_dict(), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncate" else bytes(range(256)) * 8)
+    with pytest.raises(ValueError) as error:
+        Learner(TINY, _config(), seed=1).load_state_dict(safe_torch_load(path), str(path))
+    assert str(path) in str(error.value)
