@@ -58,17 +58,18 @@ def bench_encoding(boards: list[chess.Board], seconds: float) -> float:
     return calls * len(boards) / elapsed
 
 
-def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float) -> float:
-    evaluator = NetworkEvaluator(net)
+def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str = "cpu") -> float:
+    evaluator = NetworkEvaluator(net, device=device)
     planes = encoding.encode_boards(boards[:batch])
     evaluator.forward(planes)  # warm-up
     calls, elapsed = _timed(lambda: evaluator.forward(planes), seconds)
     return calls * batch / elapsed
 
 
-def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: int, seed: int = 0) -> float:
+def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: int, seed: int = 0,
+                 device: str = "cpu") -> float:
     """Simulations per second searching ``num_games`` self-play games together for ``moves`` moves."""
-    evaluator = NetworkEvaluator(net)
+    evaluator = NetworkEvaluator(net, device=device)
     mcts = MCTS(evaluator, config.search)
     starts = sample_positions(num_games, seed=seed + 1)
     trees = [GameTree(board, seed=i) for i, board in enumerate(starts)]
@@ -87,7 +88,7 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
     return simulations / (time.perf_counter() - start)
 
 
-def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1) -> dict[str, Any]:
+def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, device: str = "cpu") -> dict[str, Any]:
     """All figures as one dict (what ``alphazero bench --json`` prints)."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -101,10 +102,11 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1) ->
         "selfplay_batch": batch,
         "num_simulations": sims,
         "encode_per_s": round(bench_encoding(boards, seconds)),
-        "net_batch1_per_s": round(bench_network(net, boards, 1, seconds)),
-        "net_batched_per_s": round(bench_network(net, boards, batch, seconds)),
-        "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)))),
-        "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)))),
+        "net_batch1_per_s": round(bench_network(net, boards, 1, seconds, device)),
+        "net_batched_per_s": round(bench_network(net, boards, batch, seconds, device)),
+        "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)), device=device)),
+        "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)), device=device)),
+        "device": device,
         "torch": torch.__version__,
         "cpu": platform.processor() or platform.machine(),
     }

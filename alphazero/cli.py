@@ -56,7 +56,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             figures["speedup"] = round(rows[-1]["positions_per_s"] / rows[0]["positions_per_s"], 2)
         print(json.dumps(figures) if args.json else json.dumps(figures, indent=1))
         return 0
-    figures = run_benchmarks(config, seconds=args.seconds, threads=args.threads)
+    figures = run_benchmarks(config, seconds=args.seconds, threads=args.threads, device=args.device)
     if args.json:
         print(json.dumps(figures))
     else:
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     bench.add_argument("--threads", type=int, default=1, help="torch threads")
+    bench.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the network runs")
     bench.add_argument("--selfplay", default="", metavar="N[,M...]",
                        help="instead: self-play throughput on a local Ray with N (then M...) actors for --seconds each")
     bench.set_defaults(func=cmd_bench)

@@ -220,6 +220,12 @@ def _validate(config: RunConfig) -> None:
         (config.workers.torch_threads_per_worker >= 1, "workers.torch_threads_per_worker must be >= 1"),
         (config.network.blocks >= 0 and config.network.channels >= 1, "network.blocks >= 0 and network.channels >= 1"),
         (config.max_generations >= 0, "max_generations must be >= 0"),
+        (config.max_minutes >= 0, "max_minutes must be >= 0"),
+        (config.selfplay.temperature_plies >= 0, "selfplay.temperature_plies must be >= 0"),
+        (config.selfplay.random_opening_plies >= 0, "selfplay.random_opening_plies must be >= 0"),
+        (config.arena.random_opening_plies >= 0, "arena.random_opening_plies must be >= 0"),
+        (config.network.value_channels >= 1 and config.network.policy_channels >= 1 and config.network.value_hidden >= 1,
+         "network.value_channels, network.policy_channels and network.value_hidden must be >= 1"),
     ]
     for ok, message in checks:
         if not ok:
