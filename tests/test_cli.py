@@ -61,3 +61,30 @@ def test_uci_with_missing_checkpoint_exits_2(tmp_path) -> None:
     result = subprocess.run([sys.executable, "-m", "alphazero.cli", "uci", "--checkpoint", str(tmp_path / "none.pt")],
                             input="quit\n", capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "none.pt" in result.stderr
+
+
+def test_diagnose_reports_data_and_held_out_losses(tmp_path, capsys) -> None:
+    """A run directory made of real self-play shards: the report counts them and trains on 80%."""
+    from alphazero.checkpoint import RunDirectory
+    from alphazero.config import load_config
+    from alphazero.evaluator import UniformEvaluator
+    from alphazero.replay import write_shard
+    from alphazero.selfplay import SelfPlayer
+
+    config = load_config(None, ["network.blocks=1", "network.channels=8", "network.policy_channels=8",
+                                "network.value_hidden=16", "train.batch_size=32", "train.window_positions=1000",
+                                "selfplay.max_plies=30", "selfplay.games_per_worker=4"])
+    run = RunDirectory(tmp_path / "run")
+    run.write_config(config)
+    player = SelfPlayer(UniformEvaluator(), config.search.__class__(num_simulations=4), config.selfplay, seed=1)
+    total_games = total_positions = 0
+    for number in range(5):
+        games = player.play(2)
+        total_games += len(games)
+        total_positions += sum(g.num_positions for g in games)
+        write_shard(run.replay_dir / f"shard-{number:08d}.npz", games)
+    assert main(["diagnose", str(run.path), "--steps", "2", "--rounds", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["data"]["games"] == total_games and report["data"]["positions"] == total_positions
+    assert abs(sum(report["data"]["terminations"].values()) - 1.0) < 0.01
+    assert [row["step"] for row in report["generalisation"]] == [2, 4]

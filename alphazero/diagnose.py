@@ -1,0 +1,87 @@
+"""Learning-health report of a run (``alphazero diagnose RUN_DIR``): is there anything to learn, and is it learned?
+
+What a run's games say about its value targets (how games end, how many positions carry a real
+result, how much of the result material explains) and whether a network trained on them
+generalises: a fresh learner trains on the shards of 80% of the games and is scored on the other
+20%. A held-out value loss that never goes below the variance of z means the value head memorises
+games instead of learning positions. This is slow (a minute or more): it trains a network.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from alphazero import encoding
+from alphazero.checkpoint import RunDirectory
+from alphazero.replay import ReplayWindow, read_shard, shard_paths
+from alphazero.train import Learner, compute_loss
+
+_DIFF_BYTE = len(encoding.BIT_PLANES) * 8 + encoding.CONSTANT_PLANES.index(15)  # material difference + 128
+
+
+def data_report(shards: list) -> dict[str, Any]:
+    """How games end and how informative their value targets are."""
+    terminations: collections.Counter = collections.Counter()
+    plies, diffs, z, known = [], [], [], []
+    for shard in shards:
+        terminations.update(shard.terminations)
+        plies.extend(shard.plies)
+        diffs.append(shard.planes[:, _DIFF_BYTE].astype(np.int64) - 128)
+        z.append(shard.z.astype(np.float64))
+        known.append(shard.result_known)
+    diff, zs, ks = np.concatenate(diffs), np.concatenate(z), np.concatenate(known)
+    games = sum(terminations.values())
+    report: dict[str, Any] = {
+        "games": games,
+        "positions": int(len(zs)),
+        "mean_plies": round(float(np.mean(plies)), 1),
+        "terminations": {k: round(v / games, 3) for k, v in terminations.most_common()},
+        "positions_with_result": round(float(ks.mean()), 3),
+        "decisive_share_of_those": round(float((zs[ks] != 0).mean()), 3) if ks.any() else 0.0,
+    }
+    if ks.sum() > 2 and zs[ks].std() > 0 and diff[ks].std() > 0:
+        report["corr_material_z"] = round(float(np.corrcoef(diff[ks], zs[ks])[0, 1]), 3)
+        big = ks & (np.abs(diff) >= 6)
+        report["mean_z_when_6_points_ahead"] = round(float((zs[big] * np.sign(diff[big])).mean()), 3) if big.any() else None
+    return report
+
+
+def generalisation_report(config, shards: list, steps: int, rounds: int, seed: int = 0) -> list[dict[str, float]]:
+    """Train a fresh learner on 80% of the shards, score value and policy loss on the rest each round."""
+    rng = np.random.default_rng(seed)
+    held_out = set(rng.choice(len(shards), size=max(1, len(shards) // 5), replace=False).tolist())
+    learner = Learner(config.network, config.train, seed=seed)
+    held = ReplayWindow(10**9)
+    for index, shard in enumerate(shards):
+        (held if index in held_out else learner.window).add(shard)
+    planes, pi, z, _, known = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
+    weight = None if config.train.value_from_unfinished else torch.from_numpy(known.astype(np.float32))
+    target_variance = float((z[known] ** 2).mean()) if weight is not None else float((z**2).mean())
+    rows = []
+    for _ in range(rounds):
+        stats = learner.train(steps)
+        learner.net.eval()
+        with torch.no_grad():
+            _, value_loss, policy_loss = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi),
+                                                      torch.from_numpy(z), weight)
+        rows.append({"step": stats.step, "train_value_loss": round(stats.value_loss, 4),
+                     "held_value_loss": round(value_loss.item(), 4), "held_z_variance": round(target_variance, 4),
+                     "train_policy_loss": round(stats.policy_loss, 3), "held_policy_loss": round(policy_loss.item(), 3)})
+    return rows
+
+
+def diagnose(run_dir: str | Path, steps: int = 150, rounds: int = 6, max_shards: int | None = None) -> dict[str, Any]:
+    run = RunDirectory(run_dir)
+    config = run.read_config()
+    paths = shard_paths(run.replay_dir)
+    if max_shards:
+        paths = paths[-max_shards:]
+    if len(paths) < 2:
+        raise ValueError(f"{run.replay_dir}: needs at least two replay shards")
+    shards = [read_shard(path) for path in paths]
+    return {"data": data_report(shards), "generalisation": generalisation_report(config, shards, steps, rounds)}
