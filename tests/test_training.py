@@ -113,6 +113,7 @@ def test_smoke_run_end_to_end(smoke_run: Path) -> None:
         assert run.network_path(generation).is_file()
         assert (smoke_run / "arena" / f"gen-{generation:04d}.pgn").read_text().count("[Result ") == config.arena.games
     assert run.network_path(0).is_file() and run.learner_path.is_file()
+    assert (smoke_run / "arena.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert run.read_config() == config
     shards = shard_paths(run.replay_dir)
     games = [read_shard(p) for p in shards]

@@ -28,6 +28,7 @@ from alphazero.checkpoint import ArenaRecord, RunDirectory, RunState, resume_con
 from alphazero.config import RunConfig
 from alphazero.elo import match_result
 from alphazero.network import net_from_payload, safe_torch_load
+from alphazero.plots import plot_arena_history
 from alphazero.replay import next_shard_path, read_shard, shard_paths, write_shard
 from workers.actors import LearnerWorker, SelfPlayWorker, run_arena
 
@@ -320,6 +321,7 @@ class Driver:
                             best_ref = candidate_ref
                         _write_pgns(run.path / "arena" / f"gen-{generation:04d}.pgn", result["pgns"])
                         run.write_state(state)
+                        plot_arena_history(state, run.path / "arena.png")
                         run.log_event("arena", **asdict(record), terminations=result["terminations"])
                         self.progress.message(
                             f"[gen {generation}] arena {record.wins}-{record.draws}-{record.losses} score {record.score:.3f} "

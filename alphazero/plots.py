@@ -1,0 +1,51 @@
+"""PNG plots of a run (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from alphazero.checkpoint import RunState
+
+
+def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
+    """Two panels: each arena's Elo of candidate vs best with its 95% interval (promotions marked),
+    and the Elo of the best network by generation, chained through the promotions' arena results."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    arenas = state.arenas
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    generations = [a.generation for a in arenas]
+    elos = [a.elo for a in arenas]
+    low = [a.elo - a.elo_low for a in arenas]
+    high = [a.elo_high - a.elo for a in arenas]
+    colours = ["tab:green" if a.promoted else "tab:gray" for a in arenas]
+    top.axhline(0, color="black", linewidth=0.8)
+    for g, e, lo, hi, c in zip(generations, elos, low, high, colours):
+        top.errorbar([g], [e], yerr=[[lo], [hi]], fmt="o", color=c, capsize=3)
+    top.set_ylabel("candidate - best (Elo, 95% CI)")
+    top.set_title("Arena results (green: promoted)")
+    best_elo, chain = 0.0, [(0, 0.0)]
+    for arena in arenas:
+        if arena.promoted:
+            best_elo += arena.elo
+        chain.append((arena.generation, best_elo))
+    bottom.step([g for g, _ in chain], [e for _, e in chain], where="post", color="tab:blue")
+    bottom.set_xlabel("generation")
+    bottom.set_ylabel("best network (Elo vs gen 0, chained)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)
+    return path
