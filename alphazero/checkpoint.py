@@ -51,6 +51,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
     """Append one JSON line. A torn last line left by a kill is closed first (and skipped by
     ``read_jsonl``), so the new record never merges into it."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as handle:
         if handle.tell() > 0:
             handle.seek(-1, os.SEEK_END)
@@ -139,7 +140,8 @@ class RunDirectory:
         return self.networks_dir / f"gen-{generation:04d}.pt"
 
     def exists(self) -> bool:
-        return self.state_path.exists() or self.config_path.exists()
+        """True once a run has been created here (``state.json`` is the last file a new run writes)."""
+        return self.state_path.exists()
 
     def write_config(self, config: RunConfig) -> None:
         atomic_write_text(self.config_path, yaml.safe_dump(config_to_dict(config), sort_keys=False))

@@ -187,16 +187,18 @@ class Driver:
     def train(self) -> RunState:
         config, state, run = self.config, self.state, self.run
         _check_resources(config)
-        self.learner, info = self._make_learner()
-        learner_call = self._learner_call
         if not self.resume:
             run.write_config(config)
-            ray.get(self.learner.save_network.remote(str(run.network_path(0)), {"generation": 0}), timeout=300)
-            ray.get(self.learner.save.remote(), timeout=300)
-            run.write_state(state)
             run.log_event("run_started", config=str(run.config_path))
         else:
             run.log_event("run_resumed", generation=state.generation, games=state.games, positions=state.positions)
+        self.learner, info = self._make_learner()
+        learner_call = self._learner_call
+        if not self.resume:
+            # state.json is written last: until it exists the directory holds no run (a new run may reuse it).
+            ray.get(self.learner.save_network.remote(str(run.network_path(0)), {"generation": 0}), timeout=300)
+            ray.get(self.learner.save.remote(), timeout=300)
+            run.write_state(state)
         state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
         best_ref = ray.put(safe_torch_load(run.network_path(state.best_generation)))
         actors = [self._make_selfplay(i, best_ref, state.network_version) for i in range(config.workers.num_selfplay_workers)]
