@@ -90,6 +90,106 @@ def cmd_uci(args: argparse.Namespace) -> int:
     return run_uci(args.checkpoint, device=args.device)
 
 
+# ---- evaluation commands: arena, ratings, puzzles, play (implemented in alphazero.evaluate) ----
+
+
+def cmd_arena(args: argparse.Namespace) -> int:
+    from alphazero.evaluate import format_arena_report, parse_sprt, run_arena
+
+    sprt = parse_sprt(args.sprt) if args.sprt else None
+    report = run_arena(args.player_a, args.player_b, args.games, openings_path=args.openings,
+                       opening_plies=args.opening_plies, max_plies=args.max_plies, workers=args.workers,
+                       seed=args.seed, sprt=sprt, pgn_path=args.pgn, progress=sys.stderr.isatty() and not args.json)
+    print(json.dumps(report) if args.json else format_arena_report(report))
+    return 0
+
+
+def cmd_ratings(args: argparse.Namespace) -> int:
+    from alphazero.evaluate import run_ratings
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    report = run_ratings(args.run_dir, anchors=args.anchor, games=args.games, sims=args.sims,
+                         max_plies=args.max_plies, seed=args.seed, plot_path=args.plot, log=log)
+    if args.json:
+        print(json.dumps({key: value for key, value in report.items() if key != "table"}))
+    else:
+        print(report["table"])
+        print(f"anchor {report['anchor']} = 0 Elo; {report['games']} games ({report['new_games']} new); plot {report['plot']}")
+    return 0
+
+
+def cmd_puzzles(args: argparse.Namespace) -> int:
+    from alphazero.evaluate import format_puzzle_report, run_puzzles
+
+    report = run_puzzles(args.file, args.player, limit=args.limit, seed=args.seed)
+    print(json.dumps(report) if args.json else format_puzzle_report(report))
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    import chess
+
+    from alphazero.evaluate import play_human
+
+    play_human(args.checkpoint, chess.WHITE if args.color == "white" else chess.BLACK, sims=args.sims,
+               pgn_path=args.pgn, unicode=args.unicode)
+    return 0
+
+
+def _add_evaluation_commands(sub: argparse._SubParsersAction) -> None:
+    specs = ("players: mcts:PATH?sims=N&cpuct=C | policy:PATH | random | greedy | "
+             "uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D (PATH: network file or run directory)")
+    arena = sub.add_parser("arena", help="a match between two players: W/D/L, Elo with 95%% CI, LOS, SPRT, PGN",
+                           description=specs)
+    arena.add_argument("player_a", metavar="A", help="player spec (results are from A's side)")
+    arena.add_argument("player_b", metavar="B", help="player spec")
+    arena.add_argument("--games", type=int, required=True, help="number of games, even (each opening with both colours)")
+    arena.add_argument("--openings", default=None, metavar="FILE", help="polyglot book (.bin) or EPD/FEN file (default: random first plies)")
+    arena.add_argument("--opening-plies", type=int, default=None, help="book moves (default 8) or random plies (default 4) per opening")
+    arena.add_argument("--max-plies", type=int, default=400, help="longer games are drawn, termination 'max length'")
+    arena.add_argument("--pgn", default=None, metavar="OUT", help="write every game to this PGN file")
+    arena.add_argument("--sprt", default=None, metavar="ELO0,ELO1", help="stop when an SPRT (alpha=beta=0.05) decides")
+    arena.add_argument("--workers", type=int, default=1, help="K > 1: play game pairs as tasks on a private local Ray")
+    arena.add_argument("--seed", type=int, default=0, help="openings and random players")
+    arena.add_argument("--json", action="store_true", help="print one JSON object")
+    arena.set_defaults(func=cmd_arena)
+
+    ratings = sub.add_parser("ratings", help="Elo of every generation of a run (and anchors), maximum likelihood",
+                             description=specs)
+    ratings.add_argument("run_dir", help="run directory")
+    ratings.add_argument("--anchor", action="append", default=[], metavar="SPEC",
+                         help="anchor player, plays --games against the first, best and last generation (repeatable; the first is 0 Elo)")
+    ratings.add_argument("--games", type=int, default=20, help="games per extra match")
+    ratings.add_argument("--sims", type=int, default=None, help="simulations of the generations (default: the run's arena setting)")
+    ratings.add_argument("--max-plies", type=int, default=400, help="longer games are drawn")
+    ratings.add_argument("--plot", default=None, metavar="OUT.png", help="plot path (default RUN_DIR/ratings/elo.png)")
+    ratings.add_argument("--seed", type=int, default=0)
+    ratings.add_argument("--json", action="store_true", help="print one JSON object")
+    ratings.set_defaults(func=cmd_ratings)
+
+    puzzles = sub.add_parser("puzzles", help="share of only-move puzzles a player solves, 95%% Wilson interval",
+                             description=specs)
+    puzzles.add_argument("file", metavar="FILE.csv", help="CSV with header and columns fen,best_uci")
+    puzzles.add_argument("--player", required=True, metavar="SPEC", help="player spec")
+    puzzles.add_argument("--limit", type=int, default=None, help="only the first N puzzles")
+    puzzles.add_argument("--seed", type=int, default=0)
+    puzzles.add_argument("--json", action="store_true", help="print one JSON object")
+    puzzles.set_defaults(func=cmd_puzzles)
+
+    play = sub.add_parser("play", help="play a network in the terminal (moves in SAN or UCI on standard input)")
+    play.add_argument("--checkpoint", required=True, help="network file, or run directory (its best network)")
+    play.add_argument("--color", choices=["white", "black"], default="white", help="your colour")
+    play.add_argument("--sims", type=int, default=100, help="the network's simulations per move")
+    play.add_argument("--pgn", default=None, metavar="OUT", help="where the game is saved (default game-YYYYmmdd-HHMMSS.pgn)")
+    play.add_argument("--unicode", action="store_true", help="draw pieces as unicode symbols")
+    play.set_defaults(func=cmd_play)
+
+
+# ---- end of evaluation commands ----
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="alphazero", description="AlphaZero-style chess: self-play, training, evaluation")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     uci.add_argument("--checkpoint", required=True, help="network file, or run directory (its best network)")
     uci.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     uci.set_defaults(func=cmd_uci)
+
+    _add_evaluation_commands(sub)
     return parser
 
 

@@ -143,17 +143,17 @@ class UCIPlayer:
             self.engine = chess.engine.SimpleEngine.popen_uci(shlex.split(command))
         except (FileNotFoundError, PermissionError, OSError, chess.engine.EngineError) as error:
             raise ValueError(f"uci engine {command!r} could not be started: {error}") from None
+        known = {option.lower(): option for option in self.engine.options}
+        unknown = [key for key in options if key.lower() not in known]
+        if unknown:
+            self.engine.quit()
+            raise ValueError(f"uci engine {command!r} has no option {unknown[0]!r} "
+                             f"(its options: {', '.join(sorted(known.values(), key=str.lower))})")
         try:
-            known = {name.lower(): name for name in self.engine.options}
-            config = {}
-            for key, value in options.items():
-                if key.lower() not in known:
-                    raise ValueError(f"uci engine {command!r} has no option {key!r}")
-                config[known[key.lower()]] = value
-            self.engine.configure(config)
+            self.engine.configure({known[key.lower()]: value for key, value in options.items()})
         except (ValueError, chess.engine.EngineError) as error:
             self.engine.quit()
-            raise ValueError(f"uci engine {command!r}: bad option: {error}") from None
+            raise ValueError(f"uci engine {command!r}: bad option value: {error}") from None
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
         moves = []
@@ -212,21 +212,18 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
     spec = spec.strip()
     kind, _, rest = spec.partition(":")
     kind = kind.lower()
-    if kind == "random" and not rest:
-        return RandomPlayer(seed, name=spec)
-    if kind == "greedy" and not rest:
-        return GreedyPlayer(seed, name=spec)
+    if kind in ("random", "greedy"):
+        if rest:
+            raise ValueError(f"player spec {spec!r}: {kind} takes no path or parameters")
+        return (RandomPlayer if kind == "random" else GreedyPlayer)(seed, name=spec)
     if kind in ("mcts", "policy"):
         path, _, query = rest.partition("?")
         if not path:
             raise ValueError(f"player spec {spec!r}: missing network path ({kind}:PATH)")
         params = _parse_query(spec, query)
-        net = load_network(resolve_network_path(path))
-        if kind == "policy":
-            if params:
-                raise ValueError(f"player spec {spec!r}: policy takes no parameters")
-            return PolicyPlayer(net, name=spec, device=device)
-        config = search or SearchConfig(num_simulations=100)
+        # Parameters are checked before the network is read, so a typo is reported at once.
+        if kind == "policy" and params:
+            raise ValueError(f"player spec {spec!r}: policy takes no parameters")
         changes: dict = {}
         for key, value in params.items():
             if key in ("sims", "nodes"):
@@ -235,8 +232,15 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 changes["c_puct"] = float(_number(spec, key, value, float))
             else:
                 raise ValueError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct)")
+        try:
+            net = load_network(resolve_network_path(path))
+        except ValueError as error:
+            raise ValueError(f"player spec {spec!r}: {error}") from None
+        if kind == "policy":
+            return PolicyPlayer(net, name=spec, device=device)
         from dataclasses import replace
 
+        config = search or SearchConfig(num_simulations=100)
         return MCTSPlayer(net, replace(config, **changes), name=spec, device=device)
     if kind == "uci":
         command, _, query = rest.partition("?")

@@ -1,0 +1,155 @@
+"""`alphazero arena`: results, statistics, openings with both colours, PGN, SPRT, Ray workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import chess
+import chess.pgn
+import pytest
+import torch
+
+from alphazero.cli import main
+from alphazero.network import NetworkConfig, PolicyValueNet, save_network
+
+BOOK = Path("/usr/share/games/gnuchess/book.bin")
+
+torch.set_num_threads(1)
+
+
+def _arena(capsys, *args: str) -> dict:
+    assert main(["arena", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _read_pgn(path: Path) -> list[chess.pgn.Game]:
+    games = []
+    with open(path) as handle:
+        while (game := chess.pgn.read_game(handle)) is not None:
+            assert not game.errors, game.errors  # every move parsed and legal
+            games.append(game)
+    return sorted(games, key=lambda game: int(game.headers["Round"]))
+
+
+def test_greedy_beats_random_clearly(capsys) -> None:
+    report = _arena(capsys, "greedy", "random", "--games", "20", "--max-plies", "200", "--seed", "1")
+    assert report["players"] == {"a": "greedy", "b": "random"}
+    assert report["wins"] + report["draws"] + report["losses"] == report["games"] == 20
+    assert report["score"] >= 0.75
+    assert report["terminations"].get("checkmate", 0) >= 5  # greedy mates, not just outlasts
+    assert sum(report["terminations"].values()) == 20
+    assert report["elo_low"] < report["elo"] < report["elo_high"] and report["elo_low"] > 0
+    assert report["los"] > 0.99
+    penta = report["pentanomial"]
+    assert sum(penta["counts"]) == 10 and penta["elo_low"] > 0 and 0.99 < penta["los"] <= 1.0
+    assert "sprt" not in report and report["stopped_early"] is False
+
+
+def test_text_report_names_the_statistics(capsys) -> None:
+    assert main(["arena", "greedy", "random", "--games", "4", "--max-plies", "120"]) == 0
+    out = capsys.readouterr().out
+    assert "greedy vs random: 4 games" in out
+    for word in ("W/D/L", "Elo", "(95%)", "LOS", "Pairs [", "Terminations"):
+        assert word in out
+
+
+def test_tiny_network_against_random_writes_full_pgn(capsys, tmp_path) -> None:
+    torch.manual_seed(0)
+    net = tmp_path / "tiny.pt"
+    save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)), net)
+    spec = f"mcts:{net}?sims=8"
+    pgn = tmp_path / "out" / "games.pgn"
+    report = _arena(capsys, spec, "random", "--games", "4", "--max-plies", "40", "--pgn", str(pgn))
+    assert report["games"] == 4 and report["pgn"] == str(pgn)
+    games = _read_pgn(pgn)
+    assert [int(game.headers["Round"]) for game in games] == [1, 2, 3, 4]
+    for index, game in enumerate(games):
+        headers = game.headers
+        assert (headers["White"], headers["Black"]) == ((spec, "random") if index % 2 == 0 else ("random", spec))
+        assert headers["Result"] in ("1-0", "0-1", "1/2-1/2")
+        assert headers["Opening"] and headers["Termination"]
+        board = game.end().board()  # replays every move: all legal
+        if headers["Termination"] == "max length":
+            assert headers["Result"] == "1/2-1/2" and len(board.move_stack) == 40 + 4  # opening plies + 40
+        else:
+            assert board.is_game_over(claim_draw=True)
+    assert sum(report["terminations"].values()) == 4
+
+
+def test_max_length_is_a_draw_reported_as_such(capsys) -> None:
+    report = _arena(capsys, "random", "random", "--games", "6", "--max-plies", "6")
+    assert report["draws"] == 6 and report["terminations"] == {"max length": 6}
+
+
+@pytest.mark.skipif(not BOOK.is_file(), reason="gnuchess polyglot book not installed")
+def test_book_openings_are_played_with_both_colours(capsys, tmp_path) -> None:
+    pgn = tmp_path / "book.pgn"
+    _arena(capsys, "greedy", "random", "--games", "6", "--max-plies", "20", "--openings", str(BOOK),
+           "--opening-plies", "6", "--pgn", str(pgn))
+    games = _read_pgn(pgn)
+    assert len(games) == 6
+    openings = []
+    for k in range(3):
+        first, second = games[2 * k], games[2 * k + 1]
+        assert first.headers["Opening"] == second.headers["Opening"]
+        assert (first.headers["White"], first.headers["Black"]) == (second.headers["Black"], second.headers["White"])
+        book_moves = first.headers["Opening"].split()
+        assert len(book_moves) == 6
+        for game in (first, second):
+            assert [move.uci() for move in game.mainline_moves()][:6] == book_moves
+        openings.append(first.headers["Opening"])
+    assert len(set(openings)) == 3
+
+
+def test_epd_openings_are_played_with_both_colours(capsys, tmp_path) -> None:
+    epd = tmp_path / "openings.epd"
+    positions = ["r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq -",
+                 "rnbqkb1r/pppppppp/5n2/8/3P4/8/PPP1PPPP/RNBQKBNR w KQkq - bm c4; id \"indian\";"]
+    epd.write_text("# two positions\n" + "\n".join(positions) + "\n")
+    pgn = tmp_path / "epd.pgn"
+    report = _arena(capsys, "greedy", "random", "--games", "4", "--max-plies", "16", "--openings", str(epd),
+                    "--pgn", str(pgn))
+    assert report["openings"] == str(epd)
+    games = _read_pgn(pgn)
+    starts = set()
+    for k in range(2):
+        first, second = games[2 * k], games[2 * k + 1]
+        assert first.headers["FEN"] == second.headers["FEN"] and first.headers["SetUp"] == "1"
+        assert first.headers["White"] == second.headers["Black"] == "greedy"
+        starts.add(" ".join(first.headers["FEN"].split()[:4]))
+    assert starts == {" ".join(chess.Board.from_epd(line)[0].fen().split()[:4]) for line in positions}
+
+
+def test_bad_opening_file_names_the_line(capsys, tmp_path) -> None:
+    epd = tmp_path / "bad.epd"
+    epd.write_text("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -\nnot a position at all\n")
+    assert main(["arena", "greedy", "random", "--games", "2", "--openings", str(epd)]) == 2
+    assert f"{epd}:2" in capsys.readouterr().err
+    assert main(["arena", "greedy", "random", "--games", "3"]) == 2
+    assert "even" in capsys.readouterr().err
+    assert main(["arena", "greedy", "random", "--games", "2", "--sprt", "50"]) == 2
+    assert "ELO0,ELO1" in capsys.readouterr().err
+
+
+def test_sprt_stops_a_lopsided_match_early(capsys, tmp_path) -> None:
+    pgn = tmp_path / "sprt.pgn"
+    report = _arena(capsys, "greedy", "random", "--games", "200", "--max-plies", "200", "--sprt", "0,50",
+                    "--pgn", str(pgn))
+    sprt = report["sprt"]
+    assert sprt["decision"] == "H1" and sprt["llr"] >= sprt["upper"] > 0 > sprt["lower"]
+    assert report["stopped_early"] is True and report["games"] < 200
+    assert report["wins"] + report["draws"] + report["losses"] == report["games"]
+    assert len(_read_pgn(pgn)) == report["games"]  # every counted game, and only those, in the PGN
+
+
+@pytest.mark.ray
+def test_ray_workers_play_the_whole_match(capsys, tmp_path) -> None:
+    pgn = tmp_path / "ray.pgn"
+    report = _arena(capsys, "greedy", "random", "--games", "8", "--max-plies", "100", "--workers", "2",
+                    "--pgn", str(pgn))
+    assert report["wins"] + report["draws"] + report["losses"] == report["games"] == 8
+    assert sum(report["pentanomial"]["counts"]) == 4 and report["score"] >= 0.6
+    games = _read_pgn(pgn)
+    assert [int(game.headers["Round"]) for game in games] == list(range(1, 9))  # chunks keep their places
+    assert all(games[2 * k].headers["Opening"] == games[2 * k + 1].headers["Opening"] for k in range(4))

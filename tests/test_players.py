@@ -1,0 +1,116 @@
+"""Players from spec strings: every kind picks legal moves for a batch; bad specs say what is wrong."""
+
+from __future__ import annotations
+
+import shutil
+
+import chess
+import pytest
+import torch
+
+from alphazero.cli import main
+from alphazero.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.players import make_player
+
+STOCKFISH = shutil.which("stockfish") or shutil.which("/usr/games/stockfish")
+needs_stockfish = pytest.mark.skipif(STOCKFISH is None, reason="stockfish is not installed")
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny_net(tmp_path_factory) -> str:
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("net") / "tiny.pt"
+    save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)), path)
+    return str(path)
+
+
+def _positions() -> list[chess.Board]:
+    boards = [chess.Board()]
+    board = chess.Board()
+    for san in ("e4", "e5", "Bc4", "Nc6", "Qh5", "Nf6"):  # White mates with Qxf7#
+        board.push_san(san)
+    boards.append(board)
+    boards.append(chess.Board("4k3/8/8/8/8/8/3q4/4K3 w - - 0 1"))  # White must take the queen or move
+    return boards
+
+
+@pytest.mark.parametrize("kind", ["random", "greedy", "policy", "mcts"])
+def test_every_kind_plays_legal_moves_in_a_batch(kind, tiny_net) -> None:
+    spec = {"policy": f"policy:{tiny_net}", "mcts": f"mcts:{tiny_net}?sims=8&cpuct=1.5"}.get(kind, kind)
+    player = make_player(spec, seed=0)
+    boards = _positions()
+    fens = [board.fen() for board in boards]
+    moves = player.choose_moves(boards)
+    player.close()
+    assert len(moves) == len(boards)
+    for board, move, fen in zip(boards, moves, fens):
+        assert move in board.legal_moves
+        assert board.fen() == fen  # boards are read, never changed
+    assert player.name == spec
+
+
+def test_greedy_mates_in_one_and_takes_the_most_material() -> None:
+    player = make_player("greedy", seed=0)
+    boards = _positions()
+    mate, capture = player.choose_moves(boards[1:])
+    assert mate.uci() == "h5f7"
+    assert capture.uci() == "e1d2"
+
+
+@needs_stockfish
+def test_uci_player_with_options_and_depth_finds_the_mate() -> None:
+    player = make_player(f"uci:{STOCKFISH}?Skill Level=20&Hash=16&depth=6")
+    try:
+        assert player.choose_moves([_positions()[1]]) == [chess.Move.from_uci("h5f7")]
+    finally:
+        player.close()
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("bogus", ["unknown kind 'bogus'", "mcts, policy, random, greedy, uci"]),
+    ("random:5", ["random takes no"]),
+    ("mcts:/no/such/net.pt?sims=4", ["mcts:/no/such/net.pt?sims=4", "no network file", "/no/such/net.pt"]),
+    ("mcts:", ["missing network path"]),
+    ("uci:/no/such/engine", ["could not be started", "/no/such/engine"]),
+    ("uci:", ["missing engine command"]),
+])
+def test_bad_spec_names_what_is_wrong(spec, words) -> None:
+    with pytest.raises(ValueError) as error:
+        make_player(spec)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_bad_network_parameter_is_named(tiny_net) -> None:
+    with pytest.raises(ValueError, match="unknown parameter 'simz'"):
+        make_player(f"mcts:{tiny_net}?simz=4")
+    with pytest.raises(ValueError, match="sims='many' is not a valid int"):
+        make_player(f"mcts:{tiny_net}?sims=many")
+    with pytest.raises(ValueError, match="policy takes no parameters"):
+        make_player(f"policy:{tiny_net}?sims=4")
+
+
+def test_run_directory_without_state_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(ValueError, match="state.json: missing"):
+        make_player(f"mcts:{tmp_path}")
+
+
+@needs_stockfish
+def test_bad_uci_option_name_and_value_are_named() -> None:
+    with pytest.raises(ValueError, match="has no option 'Skil Level'") as error:
+        make_player(f"uci:{STOCKFISH}?Skil Level=3")
+    assert "Skill Level" in str(error.value)  # the engine's real options are listed
+    with pytest.raises(ValueError, match="Skill Level"):
+        make_player(f"uci:{STOCKFISH}?Skill Level=strong")
+    with pytest.raises(ValueError, match="movetime must be positive"):
+        make_player(f"uci:{STOCKFISH}?movetime=0")
+
+
+def test_bad_spec_on_the_command_line_exits_2(capsys) -> None:
+    assert main(["arena", "bogus", "random", "--games", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "alphazero arena: error" in err and "unknown kind 'bogus'" in err
+    assert main(["puzzles", "/work/shared/data/puzzles-dev.csv", "--player", "mcts:/no/such.pt"]) == 2
+    assert "no network file" in capsys.readouterr().err
