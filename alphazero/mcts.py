@@ -17,8 +17,8 @@ where ``N(s)`` counts the visits of the node itself (so the first choice already
 priors) and an unvisited child has the first-play-urgency value ``Q(s) - fpu_reduction``.
 
 Cost: python-chess dominates. Each game keeps one board; the search descends with push/pop, lists
-legal moves once per node (at expansion) and keeps child statistics in small arrays over the legal
-moves only.
+legal moves once per node (at expansion, with ``alphazero.movegen``) and keeps child statistics in
+small lists over the legal moves only.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import chess
 import numpy as np
 
 from alphazero.game import terminal_status
+from alphazero.movegen import legal_moves
 
 
 class Evaluator(Protocol):
@@ -75,31 +76,50 @@ class SearchConfig:
 
 
 class Node:
-    """One position in a tree. Edge statistics live in the parent, over its legal moves only."""
+    """One position in a tree. Edge statistics live in the parent, over its legal moves only.
+
+    Statistics are plain Python lists (scalar updates on numpy arrays cost more than the maths).
+    ``order`` lists the moves by descending prior and ``tried`` the moves visited so far: every
+    untried move has the same first-play-urgency value, so the best untried move is the untried
+    one with the highest prior, and selection scores only ``tried`` plus that one move instead of
+    every legal move.
+    """
 
     __slots__ = (
         "moves", "priors", "children", "child_visits", "child_values", "visits", "value_sum",
-        "terminal_value", "pending",
+        "terminal_value", "pending", "prior_list", "order", "tried", "cursor",
     )
 
     def __init__(self) -> None:
         self.moves: list[chess.Move] | None = None  # legal moves, set when first reached
         self.priors: np.ndarray | None = None  # float32 [K]; None until the network has answered
-        self.children: list[Node | None] = []
-        self.child_visits: np.ndarray | None = None  # float64 [K], N(s, a), virtual visits included
-        self.child_values: np.ndarray | None = None  # float64 [K], W(s, a) for this node's mover
+        self.children: list[Node | None] = []  # [K], None until the move is first tried
+        self.child_visits: list[int] = []  # [K], N(s, a), virtual visits included
+        self.child_values: list[float] = []  # [K], W(s, a) for this node's mover
         self.visits = 0  # N(s)
         self.value_sum = 0.0  # for this node's mover
         self.terminal_value: float | None = None  # true result for the mover when the game is over
         self.pending = False  # waiting for the network in the current round
+        self.prior_list: list[float] = []  # [K], the priors selection uses (noisy at a self-play root)
+        self.order: list[int] = []  # move indices by descending ``prior_list``
+        self.tried: list[int] = []  # indices of the moves with a child node, in the order first tried
+        self.cursor = 0  # position in ``order`` before which every move has been tried
 
     def expand(self, priors: np.ndarray) -> None:
         count = len(self.moves)
         self.priors = priors
         self.children = [None] * count
-        self.child_visits = np.zeros(count)
-        self.child_values = np.zeros(count)
+        self.child_visits = [0] * count
+        self.child_values = [0.0] * count
+        self.tried = []
+        self.set_selection_priors(priors)
         self.pending = False
+
+    def set_selection_priors(self, priors: np.ndarray) -> None:
+        """Use ``priors`` ``[K]`` for selection from now on (the root's noisy priors, or the clean ones)."""
+        self.prior_list = priors.tolist()
+        self.order = np.argsort(-np.asarray(priors, dtype=np.float64), kind="stable").tolist()
+        self.cursor = 0
 
     @property
     def value(self) -> float:
@@ -189,6 +209,7 @@ class MCTS:
                 tree.root_priors = ((1 - config.dirichlet_epsilon) * root.priors + config.dirichlet_epsilon * noise).astype(np.float32)
             else:
                 tree.root_priors = root.priors
+            root.set_selection_priors(tree.root_priors)
         # A root with one legal move needs no search: pi is certain whatever the simulations say.
         remaining = [budget if len(tree.root.moves) > 1 else 0 for tree in trees]
         active = [i for i, left in enumerate(remaining) if left > 0]
@@ -228,7 +249,7 @@ class MCTS:
             root = tree.root
             if root.priors is not None:
                 continue
-            moves = list(tree.board.legal_moves)
+            moves = legal_moves(tree.board)
             if terminal_status(tree.board, moves) is not None:
                 raise ValueError(f"cannot search a finished game: {tree.board.fen()}")
             root.moves = moves
@@ -250,10 +271,10 @@ class MCTS:
         config = self.config
         board = tree.board
         node = tree.root
-        priors = tree.root_priors
         path: list[tuple[Node, int]] = []
         virtual_loss = config.virtual_loss
         c_puct, c_base, fpu_reduction = config.c_puct, config.c_puct_base, config.fpu_reduction
+        log, sqrt = math.log, math.sqrt
         request = None
         while True:
             if node.terminal_value is not None:
@@ -267,7 +288,7 @@ class MCTS:
                     self._unwind(board, len(path))
                     return None
                 if node.moves is None:
-                    moves = list(board.legal_moves)
+                    moves = legal_moves(board)
                     node.moves = moves
                     status = terminal_status(board, moves)
                     if status is not None:
@@ -276,24 +297,34 @@ class MCTS:
                 node.pending = True
                 request = self.evaluator.prepare(board, node.moves)
                 break
-            # PUCT: Q + U over this node's legal moves.
+            # PUCT: Q + U over the tried moves and the best untried one (all untried share the FPU).
             parent_visits = node.visits
-            c = c_puct + math.log((parent_visits + c_base + 1) / c_base) if c_base > 0 else c_puct
-            visits = node.child_visits
-            fpu = node.value_sum / parent_visits - fpu_reduction
-            q = np.divide(node.child_values, visits, out=np.full(len(visits), fpu), where=visits > 0)
-            scores = q + (c * math.sqrt(parent_visits)) * priors / (1.0 + visits)
-            index = int(scores.argmax())
+            c = c_puct + log((parent_visits + c_base + 1) / c_base) if c_base > 0 else c_puct
+            scale = c * sqrt(parent_visits)
+            visits, values, priors = node.child_visits, node.child_values, node.prior_list
+            best_index, best_score = -1, -math.inf
+            for i in node.tried:
+                n = visits[i]
+                score = (values[i] / n if n else 0.0) + scale * priors[i] / (1 + n)
+                if score > best_score:
+                    best_index, best_score = i, score
+            children, order, cursor = node.children, node.order, node.cursor
+            count = len(order)
+            while cursor < count and children[order[cursor]] is not None:
+                cursor += 1
+            node.cursor = cursor
+            if cursor < count:
+                i = order[cursor]
+                if node.value_sum / parent_visits - fpu_reduction + scale * priors[i] > best_score:
+                    best_index = i
+                    node.tried.append(i)
+                    children[i] = Node()
             node.visits += 1
-            visits[index] += 1
-            node.child_values[index] -= virtual_loss
-            path.append((node, index))
-            child = node.children[index]
-            if child is None:
-                child = node.children[index] = Node()
-            board.push(node.moves[index])
-            node = child
-            priors = child.priors
+            visits[best_index] += 1
+            values[best_index] -= virtual_loss
+            path.append((node, best_index))
+            board.push(node.moves[best_index])
+            node = children[best_index]
         self._unwind(board, len(path))
         return node, path, request
 
@@ -314,7 +345,7 @@ class MCTS:
 
     def _result(self, tree: GameTree, temperature: float) -> SearchResult:
         root = tree.root
-        counts = root.child_visits.astype(np.int64)
+        counts = np.array(root.child_visits, dtype=np.int64)
         if counts.sum() == 0:  # a single legal move: nothing was searched
             counts = np.ones(len(root.moves), dtype=np.int64) if len(root.moves) == 1 else counts
         pi = (counts / counts.sum()).astype(np.float32)
@@ -334,7 +365,7 @@ def principal_variation(root: Node, max_length: int = 20) -> list[chess.Move]:
     line: list[chess.Move] = []
     node = root
     while node is not None and node.priors is not None and len(line) < max_length:
-        if node.child_visits is None or node.child_visits.max(initial=0) <= 0:
+        if max(node.child_visits, default=0) <= 0:
             break
         index = int(np.argmax(node.child_visits))
         line.append(node.moves[index])

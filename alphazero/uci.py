@@ -685,7 +685,7 @@ class UCIEngine:
 
 def _root_choice(root: Node) -> int:
     """Index of the move to play from an expanded root: most visits, ties (or no visits) to the higher prior."""
-    return int(np.argmax(root.child_visits + 0.5 * root.priors))  # priors lie in [0, 1]: they only break ties
+    return int(np.argmax(np.asarray(root.child_visits) + 0.5 * root.priors))  # priors lie in [0, 1]: they only break ties
 
 
 def _principal_variation(root: Node, max_length: int) -> list[chess.Move]:
