@@ -97,9 +97,17 @@ def cmd_arena(args: argparse.Namespace) -> int:
     from alphazero.evaluate import format_arena_report, parse_sprt, run_arena
 
     sprt = parse_sprt(args.sprt) if args.sprt else None
+    runner = None
+    if args.workers > 1:
+        import functools
+
+        from workers.arena import play_chunks_on_ray
+
+        runner = functools.partial(play_chunks_on_ray, workers=args.workers)
     report = run_arena(args.player_a, args.player_b, args.games, openings_path=args.openings,
-                       opening_plies=args.opening_plies, max_plies=args.max_plies, workers=args.workers,
-                       seed=args.seed, sprt=sprt, pgn_path=args.pgn, progress=sys.stderr.isatty() and not args.json)
+                       opening_plies=args.opening_plies, max_plies=args.max_plies, seed=args.seed, sprt=sprt,
+                       pgn_path=args.pgn, progress=sys.stderr.isatty() and not args.json, chunk_runner=runner,
+                       parallelism=args.workers)
     print(json.dumps(report) if args.json else format_arena_report(report))
     return 0
 

@@ -5,9 +5,9 @@ Owns what each command computes and prints: a match between two player specs wit
 players, with the extra games kept in ``RUN/ratings/games.jsonl``; only-move puzzle scores with a
 Wilson interval; and a terminal game between a person and a network. Players come from
 ``alphazero.players`` spec strings, games from ``alphazero.arena.play_match``, numbers from
-``alphazero.elo``. It parses no command line (``alphazero.cli`` does) and, except for the optional
-parallel arena (``play_chunks_on_ray``, imported lazily and only with ``--workers K > 1``), never
-touches Ray. Errors a user can fix raise ``ValueError`` with one clear line.
+``alphazero.elo``. It parses no command line (``alphazero.cli`` does) and never touches Ray: the
+parallel arena hands chunks of game pairs to a ``ChunkRunner`` (``workers.arena`` runs them as Ray
+tasks). Errors a user can fix raise ``ValueError`` with one clear line.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ RATINGS_GAMES_FORMAT_VERSION = 1
 """``format_version`` of each line of ``RUN/ratings/games.jsonl``."""
 
 GENERATION_FILE = re.compile(r"gen-(\d+)\.pt")
+
+# (spec_a, spec_b, chunks of (first_pair, openings), max_plies, seed, on_games, event) -> stopped early.
+# Plays every chunk with ``play_chunk`` somewhere (``workers.arena.play_chunks_on_ray``), handing each
+# chunk's games to ``on_games`` as it finishes; stops the rest once ``on_games`` returns True.
+ChunkRunner = Callable[[str, str, Sequence[tuple[int, Sequence[Opening]]], int, int,
+                        Callable[[list[GameResult]], bool], str], bool]
 
 
 def _player_seeds(seed: int, chunk: int) -> tuple[int, int]:
@@ -103,41 +109,6 @@ def _shift_game(game: GameResult, offset: int) -> GameResult:
     return replace(game, index=game.index + offset, pgn=pgn)
 
 
-def play_chunks_on_ray(spec_a: str, spec_b: str, chunks: Sequence[tuple[int, Sequence[Opening]]], max_plies: int,
-                       seed: int, workers: int, on_games: Callable[[list[GameResult]], bool],
-                       event: str = "arena") -> bool:
-    """Play each ``(first_pair, openings)`` chunk as a Ray task on a private local Ray of ``workers`` CPUs.
-
-    The distribution edge of the arena (the only Ray code in ``alphazero``; it belongs in ``workers``
-    once that layer takes it). Each task builds its players from the spec strings; results are handed
-    to ``on_games`` in completion order (``ray.wait``); when it returns True the remaining tasks are
-    cancelled. Returns whether ``on_games`` stopped the match. An already running Ray is used as is.
-    """
-    import ray
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    started = False
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=workers, include_dashboard=False, _node_ip_address="127.0.0.2",
-                 object_store_memory=128 * 1024 * 1024, log_to_driver=False,
-                 runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
-        started = True
-    try:
-        task = ray.remote(num_cpus=1, max_retries=1)(play_chunk)
-        pending = [task.remote(spec_a, spec_b, list(openings), first_pair, max_plies, seed, number, event)
-                   for number, (first_pair, openings) in enumerate(chunks)]
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            if on_games(ray.get(ready[0])):
-                for ref in pending:
-                    ray.cancel(ref, force=True)
-                return True
-        return False
-    finally:
-        if started:
-            ray.shutdown()
-
-
 class _MatchTally:
     """Games accepted so far, the PGN file they go to, and the SPRT checked after each complete pair."""
 
@@ -170,32 +141,26 @@ class _MatchTally:
 
 
 def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | None = None,
-              opening_plies: int | None = None, max_plies: int = 400, workers: int = 1, seed: int = 0,
+              opening_plies: int | None = None, max_plies: int = 400, seed: int = 0,
               sprt: SPRT | None = None, pgn_path: str | Path | None = None,
-              progress: bool = False) -> dict[str, Any]:
+              progress: bool = False, chunk_runner: ChunkRunner | None = None,
+              parallelism: int = 1) -> dict[str, Any]:
     """Play ``spec_a`` against ``spec_b`` and return the report (see ``arena_report``).
 
-    ``games`` (even) = 2 x openings, each opening played with both colours. ``workers > 1`` plays
-    chunks of game pairs as Ray tasks on a private local Ray; otherwise one in-process
-    ``play_match`` advances all games together. With ``sprt`` the match stops as soon as the test
-    decides (checked after each complete game pair; games still running are abandoned).
+    ``games`` (even) = 2 x openings, each opening played with both colours. With ``chunk_runner``
+    chunks of game pairs are played by it (``parallelism`` of them at a time, e.g. Ray tasks);
+    otherwise one in-process ``play_match`` advances all games together. With ``sprt`` the match
+    stops as soon as the test decides (checked after each complete game pair; games still running
+    are abandoned).
     """
     if games < 2 or games % 2:
         raise ValueError(f"--games must be a positive even number (each opening is played with both colours), got {games}")
     if max_plies < 1:
         raise ValueError(f"--max-plies must be positive, got {max_plies}")
-    if workers < 1:
-        raise ValueError(f"--workers must be positive, got {workers}")
+    if parallelism < 1:
+        raise ValueError(f"--workers must be positive, got {parallelism}")
     pairs = games // 2
     openings = match_openings(pairs, openings_path, opening_plies, seed)
-    use_ray = False
-    if workers > 1:
-        try:
-            import ray  # noqa: F401
-
-            use_ray = True
-        except ImportError:
-            print("[arena] ray is not installed: playing in this process", file=sys.stderr)
     with contextlib.ExitStack() as stack:
         # Both players are built here first: a bad spec fails now, with its message, before any game.
         player_a = make_player(spec_a, seed=_player_seeds(seed, 0)[0])
@@ -211,16 +176,16 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
             stack.callback(lambda: print(file=sys.stderr))
         tally = _MatchTally(sprt, handle, games, quiet=not progress)
         event = f"{names[0]} vs {names[1]}"
-        if use_ray:
-            player_a.close()  # the tasks build their own; these only checked the specs
+        if chunk_runner is not None:
+            player_a.close()  # the chunks build their own; these only checked the specs
             player_b.close()
-            size = max(1, min(16, math.ceil(pairs / (4 * workers))))
+            size = max(1, min(16, math.ceil(pairs / (4 * parallelism))))
             chunks = [(first, openings[first:first + size]) for first in range(0, pairs, size)]
 
             def accept(results: list[GameResult]) -> bool:
                 return any(tally.add(game) for game in sorted(results, key=lambda g: g.index))
 
-            play_chunks_on_ray(spec_a, spec_b, chunks, max_plies, seed, workers, accept, event)
+            chunk_runner(spec_a, spec_b, chunks, max_plies, seed, accept, event)
             # Games a chunk finished after the decision are not counted (as if the match had stopped there).
             outcome = MatchOutcome(names[0], names[1], sorted(tally.games, key=lambda g: g.index),
                                    stopped_early=len(tally.games) < games)

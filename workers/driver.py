@@ -30,6 +30,7 @@ from alphazero.elo import match_result
 from alphazero.network import net_from_payload, safe_torch_load
 from alphazero.plots import plot_arena_history
 from alphazero.replay import next_shard_path, read_shard, shard_paths, write_shard
+from workers import cluster
 from workers.actors import LearnerWorker, SelfPlayWorker, run_arena
 
 
@@ -43,24 +44,10 @@ class RunError(RuntimeError):
 
 
 def start_ray(address: str | None, config: RunConfig) -> bool:
-    """Start an embedded local Ray on loopback (``address`` None) or join a cluster; True if we started it."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    runtime_env = {"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
-    if address is None:
-        workers = config.workers
-        wanted = workers.num_selfplay_workers * workers.cpus_per_selfplay_worker + workers.learner_cpus + workers.arena_cpus
-        ray.init(
-            address="local",
-            num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)),
-            include_dashboard=False,
-            object_store_memory=workers.object_store_memory_mb * 1024 * 1024,
-            _node_ip_address="127.0.0.2",  # a loopback address Ray does not rewrite to the LAN IP
-            log_to_driver=True,
-            runtime_env=runtime_env,
-        )
-        return True
-    ray.init(address=address, runtime_env=runtime_env)
-    return False
+    """Start an embedded local Ray sized to the config (``address`` None) or join a cluster; True if we started it."""
+    workers = config.workers
+    wanted = workers.num_selfplay_workers * workers.cpus_per_selfplay_worker + workers.learner_cpus + workers.arena_cpus
+    return cluster.start_ray(address, max(os.cpu_count() or 1, math.ceil(wanted)), workers.object_store_memory_mb)
 
 
 def _check_resources(config: RunConfig) -> None:
