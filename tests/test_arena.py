@@ -82,7 +82,6 @@ def test_max_length_is_a_draw_reported_as_such(capsys) -> None:
     assert report["draws"] == 6 and report["terminations"] == {"max length": 6}
 
 
-@pytest.mark.skipif(not BOOK.is_file(), reason="gnuchess polyglot book not installed")
 def test_book_openings_are_played_with_both_colours(capsys, tmp_path) -> None:
     pgn = tmp_path / "book.pgn"
     _arena(capsys, "greedy", "random", "--games", "6", "--max-plies", "20", "--openings", str(BOOK),

@@ -244,7 +244,6 @@ def test_game_over_and_single_move_positions(engine: chess.engine.SimpleEngine) 
 
 
 @pytest.mark.engine
-@pytest.mark.skipif(not shutil.which(STOCKFISH), reason="Stockfish not installed")
 def test_full_game_against_stockfish(engine: chess.engine.SimpleEngine) -> None:
     stockfish = chess.engine.SimpleEngine.popen_uci(STOCKFISH, timeout=30)
     try:
