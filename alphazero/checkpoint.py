@@ -173,8 +173,8 @@ class RunDirectory:
 def resume_conflicts(saved: RunConfig, requested: RunConfig) -> list[str]:
     """Reasons ``requested`` cannot continue a run made with ``saved`` (empty when it can).
 
-    The network's shape and the seed define the run; everything else (workers, budgets, schedules)
-    may change on resume.
+    The network's shape, the seed and the optimizer (its saved state) define the run; everything
+    else (workers, budgets, schedules) may change on resume.
     """
     reasons = []
     saved_net, new_net = dataclasses.asdict(saved.network), dataclasses.asdict(requested.network)
@@ -183,4 +183,7 @@ def resume_conflicts(saved: RunConfig, requested: RunConfig) -> list[str]:
             reasons.append(f"network.{key} is {new_net[key]!r} but the run was made with {saved_net[key]!r} (the saved weights have that shape)")
     if saved.seed != requested.seed:
         reasons.append(f"seed is {requested.seed} but the run was made with seed {saved.seed}")
+    if saved.train.optimizer != requested.train.optimizer:
+        reasons.append(f"train.optimizer is {requested.train.optimizer!r} but the run was made with "
+                       f"{saved.train.optimizer!r} (the saved optimizer state is of that kind)")
     return reasons

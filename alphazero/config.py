@@ -40,8 +40,9 @@ class TrainConfig:
     """The learner: loss = (z - v)^2 + CE(pi, p) + weight_decay * |theta|^2 (L2 through SGD weight decay)."""
 
     batch_size: int = 256
+    optimizer: str = "sgd"  # sgd (Nesterov momentum) or adamw
     learning_rate: float = 0.02
-    momentum: float = 0.9
+    momentum: float = 0.9  # sgd only
     weight_decay: float = 1e-4
     lr_milestones: tuple[int, ...] = ()  # learning rate is multiplied by lr_gamma at these steps
     lr_gamma: float = 0.1
@@ -211,6 +212,7 @@ def _validate(config: RunConfig) -> None:
         (0 <= config.train.q_weight <= 1, "train.q_weight must be in [0, 1]"),
         (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
+        (config.train.optimizer in ("sgd", "adamw"), "train.optimizer must be sgd or adamw"),
         (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),
         (config.arena.games >= 2 and config.arena.games % 2 == 0, "arena.games must be an even number >= 2"),
         (0 < config.arena.threshold <= 1, "arena.threshold must be in (0, 1]"),

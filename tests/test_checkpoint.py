@@ -128,6 +128,12 @@ def test_resume_reports_each_network_difference_and_the_seed():
     assert "2" in blocks and "4" in blocks  # both values shown
 
 
+def test_resume_refuses_another_optimizer():
+    saved = load_config(None, ["train.optimizer=sgd"])
+    reasons = resume_conflicts(saved, load_config(None, ["train.optimizer=adamw"]))
+    assert len(reasons) == 1 and "train.optimizer" in reasons[0] and "sgd" in reasons[0]
+
+
 def test_resume_reports_a_single_head_difference():
     saved = load_config(None)
     requested = load_config(None, ["network.value_hidden=7"])

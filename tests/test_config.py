@@ -194,6 +194,7 @@ def test_override_into_a_scalar_is_rejected(tmp_path):
         ("train.learning_rate=0", "train.learning_rate"),
         ("train.q_weight=1.5", "train.q_weight"),
         ("train.device=tpu", "train.device"),
+        ("train.optimizer=adam", "train.optimizer"),
         ("selfplay.max_plies=0", "selfplay.max_plies"),
         ("workers.num_selfplay_workers=0", "workers.num_selfplay_workers"),
         ("max_generations=-1", "max_generations"),

@@ -193,9 +193,10 @@ def _all_tensors(learner: Learner) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def test_state_round_trip_reproduces_the_next_step_exactly(tmp_path):
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_state_round_trip_reproduces_the_next_step_exactly(tmp_path, optimizer):
     paths = [_shard(tmp_path, 12, seed=0), _shard(tmp_path, 9, seed=1)]
-    config = _config(batch_size=4, lr_milestones=(4,), lr_gamma=0.3)
+    config = _config(batch_size=4, lr_milestones=(4,), lr_gamma=0.3, optimizer=optimizer)
     original = Learner(TINY, config, seed=0)
     original.add_shards(paths)
     original.train(3)
