@@ -16,6 +16,11 @@ Selection maximises ``Q(s, a) + U(s, a)`` with
 where ``N(s)`` counts the visits of the node itself (so the first choice already follows the
 priors) and an unvisited child has the first-play-urgency value ``Q(s) - fpu_reduction``.
 
+Terminal nodes hold the true result (checkmate, stalemate, insufficient material, fifty moves,
+threefold repetition). As in lc0, a position that repeats one earlier *in the same tree* is also
+scored a draw (``twofold_draw``): the side that is better then looks for progress instead of
+shuffling, and the worse side for the repetition it could force.
+
 Cost: python-chess dominates. Each game keeps one board; the search descends with push/pop, lists
 legal moves once per node (at expansion, with ``alphazero.movegen``) and keeps child statistics in
 small lists over the legal moves only.
@@ -61,6 +66,7 @@ class SearchConfig:
     leaves_per_game: int = 1  # > 1 collects several leaves per game per network call (virtual loss)
     virtual_loss: float = 1.0
     reuse_tree: bool = True
+    twofold_draw: bool = True  # a position repeating one earlier in the same tree is a draw (as lc0)
 
     def __post_init__(self) -> None:
         if self.num_simulations < 1:
@@ -87,7 +93,7 @@ class Node:
 
     __slots__ = (
         "moves", "priors", "children", "child_visits", "child_values", "visits", "value_sum",
-        "terminal_value", "pending", "prior_list", "order", "tried", "cursor",
+        "terminal_value", "pending", "prior_list", "order", "tried", "cursor", "key",
     )
 
     def __init__(self) -> None:
@@ -104,6 +110,7 @@ class Node:
         self.order: list[int] = []  # move indices by descending ``prior_list``
         self.tried: list[int] = []  # indices of the moves with a child node, in the order first tried
         self.cursor = 0  # position in ``order`` before which every move has been tried
+        self.key: tuple | None = None  # ``position_key`` of the position, set when first reached
 
     def expand(self, priors: np.ndarray) -> None:
         count = len(self.moves)
@@ -252,7 +259,10 @@ class MCTS:
             moves = legal_moves(tree.board)
             if terminal_status(tree.board, moves) is not None:
                 raise ValueError(f"cannot search a finished game: {tree.board.fen()}")
+            # A reused node may have been a draw by repetition inside the old tree; as a root it is not.
+            root.terminal_value, root.visits, root.value_sum = None, 0, 0.0
             root.moves = moves
+            root.key = position_key(tree.board)
             requests.append(self.evaluator.prepare(tree.board, moves))
             roots.append(root)
         if requests:
@@ -275,6 +285,7 @@ class MCTS:
         virtual_loss = config.virtual_loss
         c_puct, c_base, fpu_reduction = config.c_puct, config.c_puct_base, config.fpu_reduction
         log, sqrt = math.log, math.sqrt
+        twofold = config.twofold_draw
         request = None
         while True:
             if node.terminal_value is not None:
@@ -293,6 +304,10 @@ class MCTS:
                     status = terminal_status(board, moves)
                     if status is not None:
                         node.terminal_value = status[0]
+                        break
+                    node.key = position_key(board)
+                    if twofold and self._repeats_in_tree(node.key, path, board.halfmove_clock):
+                        node.terminal_value = 0.0
                         break
                 node.pending = True
                 request = self.evaluator.prepare(board, node.moves)
@@ -329,6 +344,19 @@ class MCTS:
         return node, path, request
 
     @staticmethod
+    def _repeats_in_tree(key: tuple, path: list[tuple[Node, int]], halfmove_clock: int) -> bool:
+        """True when the position ``key`` (at the end of ``path``) occurred at an ancestor in this tree.
+
+        Only ancestors within the halfmove clock can match (a pawn move or capture in between makes
+        a repetition impossible), and only at even distances of at least 4 plies (same side to move).
+        """
+        depth = len(path)
+        for distance in range(4, min(depth, halfmove_clock) + 1, 2):
+            if path[depth - distance][0].key == key:
+                return True
+        return False
+
+    @staticmethod
     def _unwind(board: chess.Board, plies: int) -> None:
         for _ in range(plies):
             board.pop()
@@ -358,6 +386,16 @@ class MCTS:
             root_value=float(np.clip(root.value, -1.0, 1.0)),
             priors=np.asarray(root.priors, dtype=np.float32),
         )
+
+
+def position_key(board: chess.Board) -> tuple:
+    """What makes two positions with the same side to move a repetition, within one halfmove clock.
+
+    Pieces and castling rights; the side to move is implied by comparing at even distances, and no
+    en passant right survives a window without pawn moves.
+    """
+    return (board.pawns, board.knights, board.bishops, board.rooks, board.queens, board.kings,
+            board.occupied_co[chess.WHITE], board.occupied_co[chess.BLACK], board.castling_rights)
 
 
 def principal_variation(root: Node, max_length: int = 20) -> list[chess.Move]:

@@ -123,18 +123,25 @@ class RecordingEvaluator:
 
 
 def walk(tree: GameTree):
-    """Yield (node, board_at_node, depth) for every node reachable in the tree (board is a copy)."""
-    stack = [(tree.root, tree.board.copy(), 0)]
+    """Yield (node, board_at_node, depth, ancestors) for every node reachable in the tree (board is a
+    copy; ancestors are the boards from the root down to the parent)."""
+    stack = [(tree.root, tree.board.copy(), 0, [])]
     while stack:
-        node, b, depth = stack.pop()
-        yield node, b, depth
+        node, b, depth, ancestors = stack.pop()
+        yield node, b, depth, ancestors
         if node.priors is None:
             continue
         for move, child in zip(node.moves, node.children):
             if child is not None:
                 nb = b.copy()
                 nb.push(move)
-                stack.append((child, nb, depth + 1))
+                stack.append((child, nb, depth + 1, ancestors + [b]))
+
+
+def repeats_an_ancestor(b: chess.Board, ancestors: list[chess.Board]) -> bool:
+    """The position (pieces, side to move, castling and en passant rights) occurred earlier in the tree."""
+    key = b._transposition_key()
+    return any(a._transposition_key() == key for a in ancestors)
 
 
 def check_tree_consistency(tree: GameTree, value_of) -> int:
@@ -142,13 +149,16 @@ def check_tree_consistency(tree: GameTree, value_of) -> int:
 
     For an expanded node: N = 1 + sum N(s, a); W(node) = own evaluation + sum W(s, a); for each child,
     N(s, a) = N(child) and W(s, a) = -W(child) (values flip sign at each ply). A terminal node holds
-    the oracle's result once per visit. Any virtual loss left behind breaks these equalities.
+    the oracle's result once per visit: python-chess's for a finished game, and a draw for a position
+    that repeats one of its ancestors in the tree. Any virtual loss left behind breaks these equalities.
     """
     count = 0
-    for node, b, _ in walk(tree):
+    for node, b, _, ancestors in walk(tree):
         count += 1
         assert not node.pending
         expected_terminal = oracle_terminal_value(b)
+        if expected_terminal is None and repeats_an_ancestor(b, ancestors):
+            expected_terminal = 0.0
         if node.priors is None:
             # Only terminal positions are left unexpanded once a search has finished.
             assert node.terminal_value is not None
@@ -387,7 +397,7 @@ def test_backup_signs_with_a_fixed_value_evaluator():
     assert result.root_value == pytest.approx((0.2 - 0.5) / 2)
     # Many more simulations: every statistic is the alternating-sign sum of leaf values.
     mcts.search([tree], num_simulations=60)
-    deep = [d for _, _, d in walk(tree)]
+    deep = [d for _, _, d, _ in walk(tree)]
     assert max(deep) >= 2
     check_tree_consistency(tree, evaluator.value_of)
 
@@ -477,7 +487,7 @@ def _assert_noisy_mixture(tree: GameTree, epsilon: float = 0.25) -> None:
 
 def _assert_non_root_priors_are_clean(tree: GameTree) -> int:
     expanded = 0
-    for node, b, depth in walk(tree):
+    for node, b, depth, _ in walk(tree):
         if node.priors is None:
             continue
         expected = hash_priors(b.fen(), [m.uci() for m in node.moves])
@@ -650,3 +660,55 @@ def test_virtual_loss_collisions_on_narrow_trees_are_undone(fen):
     assert int(result.visit_counts.sum()) == sims
     assert tree.root.visits == sims + 1
     check_tree_consistency(tree, evaluator.value_of)
+
+
+SHUFFLE = "k7/p7/P7/8/8/8/8/K7 w - - 0 40"  # blocked pawns: only the kings move, repetitions come fast
+
+
+def _game_positions(b: chess.Board) -> list[chess.Board]:
+    """Every position of the game on ``b`` before its current one."""
+    replay = b.root()
+    positions = []
+    for move in b.move_stack:
+        positions.append(replay.copy(stack=False))
+        replay.push(move)
+    return positions
+
+
+def test_a_repetition_inside_the_tree_is_a_draw_but_not_one_before_the_root():
+    b = board(SHUFFLE)
+    for san in ["Ka2", "Kb8", "Ka1", "Ka8"]:
+        b.push_san(san)  # back where it started: the root repeats a position of the game
+    evaluator = RecordingEvaluator("hash")
+    tree = GameTree(b)
+    MCTS(evaluator, SearchConfig(num_simulations=400)).search([tree])
+    check_tree_consistency(tree, evaluator.value_of)
+    history = _game_positions(b)
+    in_tree = before_root = 0
+    for node, nb, depth, ancestors in walk(tree):
+        if repeats_an_ancestor(nb, ancestors):
+            in_tree += 1
+            assert node.terminal_value == 0.0 and node.priors is None
+        elif node.priors is not None and repeats_an_ancestor(nb, history):
+            before_root += 1  # repeats only a position of the game before the root: searched on
+    assert in_tree > 0 and before_root > 0
+
+    off = GameTree(b)
+    MCTS(RecordingEvaluator("hash"), SearchConfig(num_simulations=400, twofold_draw=False)).search([off])
+    assert all(node.terminal_value is None or oracle_terminal_value(nb) is not None for node, nb, _, _ in walk(off))
+
+
+def test_a_reused_root_that_was_a_repetition_draw_is_searched_again():
+    b = board(SHUFFLE)
+    tree = GameTree(b)
+    mcts = MCTS(RecordingEvaluator("hash"), SearchConfig(num_simulations=400))
+    mcts.search([tree])
+    # Play the moves to a node the tree marked drawn by repetition.
+    path = next(nb.move_stack[len(b.move_stack):] for node, nb, _, ancestors in walk(tree)
+                if node.terminal_value == 0.0 and repeats_an_ancestor(nb, ancestors))
+    for move in path:
+        tree.advance(move)
+    assert tree.root.terminal_value == 0.0
+    result = mcts.search([tree], num_simulations=20)[0]
+    assert tree.root.terminal_value is None and tree.root.priors is not None
+    assert int(result.visit_counts.sum()) == 20 and tree.root.visits == 21
