@@ -244,3 +244,45 @@ def test_two_node_cluster_places_selfplay_on_both_nodes(tmp_path: Path) -> None:
         if ray.is_initialized():
             ray.shutdown()
         cluster.shutdown()
+
+
+def test_actor_start_is_retried_then_fails_with_a_clear_error(tmp_path: Path) -> None:
+    import ray
+
+    from workers.cluster import start_ray
+    from workers.driver import ACTOR_START_ATTEMPTS, Driver, RunError
+
+    # Defined here so that Ray ships it by value (the test module is not importable by its workers).
+    class _FlakyActor:
+        """Dies in ``info()`` while the shared counter file says so: a start Ray loses."""
+
+        def __init__(self, counter: str, deaths: int) -> None:
+            self.counter, self.deaths = Path(counter), deaths
+
+        def info(self) -> dict:
+            seen = int(self.counter.read_text()) if self.counter.exists() else 0
+            self.counter.write_text(str(seen + 1))
+            if seen < self.deaths:
+                os._exit(1)
+            return {"attempt": seen + 1}
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    assert start_ray(None, num_cpus=1, object_store_memory_mb=100, log_to_driver=False)
+    try:
+        events: list[dict] = []
+        driver = Driver.__new__(Driver)  # only the run's event log is needed here
+        driver.run = type("Run", (), {"log_event": lambda self, name, **fields: events.append({"event": name, **fields})})()
+        cls = ray.remote(num_cpus=0, max_restarts=0)(_FlakyActor)
+
+        counter = tmp_path / "one-death"
+        _, info = driver._start_actor("flaky", lambda: cls.remote(str(counter), 1), timeout=60)
+        assert info == {"attempt": 2}
+        assert [e["attempt"] for e in events if e["event"] == "actor_start_failed"] == [1]
+
+        events.clear()
+        counter = tmp_path / "always-dies"
+        with pytest.raises(RunError, match="flaky actor failed to start"):
+            driver._start_actor("flaky", lambda: cls.remote(str(counter), 99), timeout=60)
+        assert int(counter.read_text()) == ACTOR_START_ATTEMPTS
+    finally:
+        ray.shutdown()

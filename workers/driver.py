@@ -37,6 +37,8 @@ from workers.actors import LearnerWorker, SelfPlayWorker, run_arena
 # A self-play call returns at least this often, finished games or not, so progress never goes silent
 # and new weights reach the actors between moves even while long games are in flight.
 PLAY_CALL_SECONDS = 15.0
+# Attempts at starting one actor before the run gives up (see Driver._start_actor).
+ACTOR_START_ATTEMPTS = 3
 
 
 class RunError(RuntimeError):
@@ -136,12 +138,35 @@ class Driver:
     def _here(self) -> NodeAffinitySchedulingStrategy:
         return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
+    def _start_actor(self, what: str, create: Callable[[], Any], timeout: float) -> tuple[Any, dict]:
+        """Create an actor and wait for its ``info()``; a start that Ray cancels or loses is retried.
+
+        Ray can drop an actor before it ever runs (seen on a freshly formed cluster: "cancelled before
+        it started running"). Every actor builds itself from its arguments and the run directory, so
+        a second attempt is safe; a third failure is the run's error.
+        """
+        for attempt in range(1, ACTOR_START_ATTEMPTS + 1):
+            actor = create()
+            try:
+                return actor, ray.get(actor.info.remote(), timeout=timeout)
+            except ray.exceptions.GetTimeoutError as error:
+                ray.kill(actor, no_restart=True)
+                raise RunError(f"the {what} actor did not start within {timeout:g} s; can the cluster give it "
+                               "the CPUs the config asks for?") from error
+            except ray.exceptions.RayActorError as error:
+                ray.kill(actor, no_restart=True)
+                self.run.log_event("actor_start_failed", actor=what, attempt=attempt, error=str(error)[:500])
+                if attempt == ACTOR_START_ATTEMPTS:
+                    raise RunError(f"the {what} actor failed to start {attempt} times; last error: {error}") from error
+                time.sleep(2.0 * attempt)
+        raise AssertionError("unreachable")
+
     def _make_learner(self):
         workers = self.config.workers
         cls = ray.remote(num_cpus=workers.learner_cpus, max_restarts=0)(LearnerWorker)
         threads = max(1, int(workers.learner_cpus) or 1)
-        learner = cls.options(scheduling_strategy=self._here()).remote(str(self.run.path), self.config, threads)
-        info = ray.get(learner.info.remote(), timeout=600)
+        learner, info = self._start_actor("learner", lambda: cls.options(scheduling_strategy=self._here()).remote(
+            str(self.run.path), self.config, threads), timeout=600)
         self.run.log_event("learner_started", **info)
         return learner, info
 
@@ -149,8 +174,8 @@ class Driver:
         workers = self.config.workers
         cls = ray.remote(num_cpus=workers.cpus_per_selfplay_worker, max_restarts=0)(SelfPlayWorker)
         seed = self.config.seed * 1_000_003 + self.state.games * 7919 + index
-        actor = cls.options(scheduling_strategy="SPREAD").remote(self.config, weights_ref, version, seed)
-        info = ray.get(actor.info.remote(), timeout=300)
+        actor, info = self._start_actor(f"self-play {index}", lambda: cls.options(scheduling_strategy="SPREAD").remote(
+            self.config, weights_ref, version, seed), timeout=300)
         self.run.log_event("selfplay_started", worker=index, **info)
         return actor
 
