@@ -49,14 +49,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from workers.bench import selfplay_throughput
 
         counts = [int(n) for n in args.selfplay.split(",")]
-        rows = [selfplay_throughput(config, n, seconds=args.seconds) for n in counts]
+        # Games take minutes each: a window much shorter than two minutes counts too few to mean anything.
+        seconds = args.seconds if args.seconds is not None else 120.0
+        rows = [selfplay_throughput(config, n, seconds=seconds) for n in counts]
         figures = {"network": f"{config.network.blocks}x{config.network.channels}",
                    "num_simulations": config.search.num_simulations, "runs": rows}
         if len(rows) > 1:
             figures["speedup"] = round(rows[-1]["positions_per_s"] / rows[0]["positions_per_s"], 2)
         print(json.dumps(figures) if args.json else json.dumps(figures, indent=1))
         return 0
-    figures = run_benchmarks(config, seconds=args.seconds, threads=args.threads, device=args.device)
+    figures = run_benchmarks(config, seconds=args.seconds if args.seconds is not None else 3.0,
+                             threads=args.threads, device=args.device)
     if args.json:
         print(json.dumps(figures))
     else:
@@ -212,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmark encoding, network and search (prints figures)")
     _add_config_args(bench, required=False)  # default: configs/default.yaml
     bench.add_argument("--json", action="store_true", help="print one JSON object")
-    bench.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    bench.add_argument("--seconds", type=float, default=None,
+                       help="time per measurement (default 3; 120 per actor count with --selfplay)")
     bench.add_argument("--threads", type=int, default=1, help="torch threads")
     bench.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the network runs")
     bench.add_argument("--selfplay", default="", metavar="N[,M...]",
