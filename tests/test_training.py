@@ -226,8 +226,6 @@ def test_two_node_cluster_places_selfplay_on_both_nodes(tmp_path: Path) -> None:
 
     from workers.driver import run_training
 
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["RAY_AUTH_MODE"] = "disabled"
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 2, "node_ip_address": "127.0.0.2", "object_store_memory": 100 * 1024 * 1024,
         "include_dashboard": False})
@@ -266,7 +264,6 @@ def test_actor_start_is_retried_then_fails_with_a_clear_error(tmp_path: Path) ->
                 os._exit(1)
             return {"attempt": seen + 1}
 
-    os.environ["RAY_AUTH_MODE"] = "disabled"
     assert start_ray(None, num_cpus=1, object_store_memory_mb=100, log_to_driver=False)
     try:
         events: list[dict] = []

@@ -139,11 +139,11 @@ class Driver:
         return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
     def _start_actor(self, what: str, create: Callable[[], Any], timeout: float) -> tuple[Any, dict]:
-        """Create an actor and wait for its ``info()``; a start that Ray cancels or loses is retried.
+        """Create an actor and wait for its ``info()``; an actor that dies before answering is retried.
 
-        Ray can drop an actor before it ever runs (seen on a freshly formed cluster: "cancelled before
-        it started running"). Every actor builds itself from its arguments and the run directory, so
-        a second attempt is safe; a third failure is the run's error.
+        A node lost during start-up, or a worker process killed while importing, should not end a
+        run of many hours. Every actor builds itself from its arguments and the run directory, so a
+        second attempt is safe; the last failure is the run's error, with Ray's reason.
         """
         for attempt in range(1, ACTOR_START_ATTEMPTS + 1):
             actor = create()
