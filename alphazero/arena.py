@@ -4,8 +4,8 @@ Each opening is played twice, colours swapped (a game pair). Games end by the ru
 stalemate, insufficient material, fifty moves, threefold repetition, applied automatically) or at
 ``max_plies``, scored as a draw and reported as such. All running games are advanced together: per
 step each player gets one ``choose_moves`` call with every board where it is to move, so a network
-player searches all of its games in one batch. The training arena (``workers``) and the
-``alphazero arena`` command both use ``play_match``.
+player searches all of its games in one batch. The training arena (``workers``) plays a ``Match``
+a slice of time at a time so its games are saved as they end; ``alphazero arena`` uses ``play_match``.
 """
 
 from __future__ import annotations
@@ -167,6 +167,97 @@ class _Running:
     start_fen: str
 
 
+ScheduledGame = tuple[int, Opening, bool]  # (game index, opening, A plays White)
+
+
+def match_schedule(openings: Sequence[Opening]) -> list[ScheduledGame]:
+    """Every opening twice, A White first: game ``i`` is opening ``i // 2``, A White when ``i`` is even."""
+    return [(2 * i + colour, opening, colour == 0) for i, opening in enumerate(openings) for colour in (0, 1)]
+
+
+class Match:
+    """A match in progress between two players over a schedule of games; ``advance`` plays it on.
+
+    Up to ``concurrency`` games run at once. Per step each player gets one ``choose_moves`` call
+    with every board where it is to move, so a network player searches all its games in one batch.
+    The schedule may be any subset of a match's games (a resumed arena plays only the missing
+    ones); each result keeps its index in the full match.
+    """
+
+    def __init__(self, player_a: Player, player_b: Player, schedule: Sequence[ScheduledGame], max_plies: int = 400,
+                 concurrency: int = 64, event: str = "arena") -> None:
+        self.player_a, self.player_b = player_a, player_b
+        self.schedule = list(schedule)
+        self.max_plies, self.concurrency, self.event = max_plies, concurrency, event
+        self.running: list[_Running] = []
+        self.next_game = 0
+
+    @property
+    def done(self) -> bool:
+        return self.next_game >= len(self.schedule) and not self.running
+
+    def _start(self, entry: ScheduledGame) -> _Running:
+        index, opening, a_is_white = entry
+        board = chess.Board(opening.fen)
+        for uci in opening.moves:
+            board.push_uci(uci)
+        return _Running(index, opening, board, a_is_white, opening.fen)
+
+    def step(self) -> list[GameResult]:
+        """One ply in every running game (new games start first); returns the games that ended."""
+        while self.next_game < len(self.schedule) and len(self.running) < self.concurrency:
+            self.running.append(self._start(self.schedule[self.next_game]))
+            self.next_game += 1
+        player_a, player_b = self.player_a, self.player_b
+        # A moves where (A is white) == (White to move), B elsewhere. Both players choose before any
+        # board changes, so nobody is asked to move in a finished game.
+        a_to_move = [g for g in self.running if g.a_is_white == (g.board.turn == chess.WHITE)]
+        b_to_move = [g for g in self.running if g.a_is_white != (g.board.turn == chess.WHITE)]
+        chosen = []
+        for player, games in ((player_a, a_to_move), (player_b, b_to_move)):
+            if games:
+                chosen.extend((player, game, move) for game, move in zip(games, player.choose_moves([g.board for g in games])))
+        for player, game, move in chosen:
+            if move not in game.board.legal_moves:
+                raise RuntimeError(f"{player.name} chose illegal move {move} in {game.board.fen()}")
+            game.board.push(move)
+        still: list[_Running] = []
+        finished: list[GameResult] = []
+        for game in self.running:
+            status = terminal_status(game.board)
+            if status is None and len(game.board.move_stack) - len(game.opening.moves) < self.max_plies:
+                still.append(game)
+                continue
+            if status is not None:
+                value, reason = status
+                white_value = value if game.board.turn == chess.WHITE else -value
+            else:
+                white_value, reason = 0.0, MAX_LENGTH
+            white, black = (player_a.name, player_b.name) if game.a_is_white else (player_b.name, player_a.name)
+            result = result_string(white_value)
+            headers = {
+                "Event": self.event, "Site": "local", "Date": time.strftime("%Y.%m.%d"), "Round": str(game.index + 1),
+                "White": white, "Black": black, "Result": result, "Opening": game.opening.name,
+                "Termination": reason,
+            }
+            finished.append(GameResult(game.index, game.opening, white, black, result, reason, len(game.board.move_stack),
+                                       game_pgn(game.board, headers, game.start_fen), game.a_is_white))
+        self.running = still
+        return finished
+
+    def advance(self, max_seconds: float) -> list[GameResult]:
+        """Play until some games end, the match is done, or ``max_seconds`` pass; returns the ended games.
+
+        Returning at the first finished games lets the caller save each game within one ply of its
+        end; the running games stay here, so batching across them is not lost.
+        """
+        deadline = time.monotonic() + max_seconds
+        finished: list[GameResult] = []
+        while not self.done and not finished and time.monotonic() < deadline:
+            finished = self.step()
+        return finished
+
+
 def play_match(
     player_a: Player,
     player_b: Player,
@@ -181,60 +272,15 @@ def play_match(
     ``on_game(result, outcome_so_far)`` is called as each game ends; returning True stops the
     match (games still running are abandoned and not counted), e.g. when an SPRT has decided.
     """
-    schedule = [(2 * i + colour, opening, colour == 0) for i, opening in enumerate(openings) for colour in (0, 1)]
+    match = Match(player_a, player_b, match_schedule(openings), max_plies, concurrency, event)
     outcome = MatchOutcome(player_a.name, player_b.name)
-    running: list[_Running] = []
-    next_game = 0
-
-    def start(entry: tuple[int, Opening, bool]) -> _Running:
-        index, opening, a_is_white = entry
-        board = chess.Board(opening.fen)
-        for uci in opening.moves:
-            board.push_uci(uci)
-        return _Running(index, opening, board, a_is_white, opening.fen)
-
-    while next_game < len(schedule) or running:
-        while next_game < len(schedule) and len(running) < concurrency:
-            running.append(start(schedule[next_game]))
-            next_game += 1
-        # One ply in every game per step: A moves where (A is white) == (White to move), B elsewhere.
-        # Both players choose before any board changes, so nobody is asked to move in a finished game.
-        a_to_move = [g for g in running if g.a_is_white == (g.board.turn == chess.WHITE)]
-        b_to_move = [g for g in running if g.a_is_white != (g.board.turn == chess.WHITE)]
-        chosen = []
-        for player, games in ((player_a, a_to_move), (player_b, b_to_move)):
-            if games:
-                chosen.extend((player, game, move) for game, move in zip(games, player.choose_moves([g.board for g in games])))
-        for player, game, move in chosen:
-            if move not in game.board.legal_moves:
-                raise RuntimeError(f"{player.name} chose illegal move {move} in {game.board.fen()}")
-            game.board.push(move)
-        still: list[_Running] = []
+    while not match.done:
         stop = False
-        for game in running:
-            status = terminal_status(game.board)
-            if status is None and len(game.board.move_stack) - len(game.opening.moves) < max_plies:
-                still.append(game)
-                continue
-            if status is not None:
-                value, reason = status
-                white_value = value if game.board.turn == chess.WHITE else -value
-            else:
-                white_value, reason = 0.0, MAX_LENGTH
-            white, black = (player_a.name, player_b.name) if game.a_is_white else (player_b.name, player_a.name)
-            result = result_string(white_value)
-            headers = {
-                "Event": event, "Site": "local", "Date": time.strftime("%Y.%m.%d"), "Round": str(game.index + 1),
-                "White": white, "Black": black, "Result": result, "Opening": game.opening.name,
-                "Termination": reason,
-            }
-            record = GameResult(game.index, game.opening, white, black, result, reason,
-                                len(game.board.move_stack), game_pgn(game.board, headers, game.start_fen), game.a_is_white)
+        for record in match.step():
             outcome.games.append(record)
             if on_game is not None and on_game(record, outcome):
                 stop = True
-        running = still
         if stop:
-            outcome.stopped_early = bool(running) or next_game < len(schedule)
+            outcome.stopped_early = not match.done
             break
     return outcome

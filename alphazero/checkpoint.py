@@ -7,11 +7,19 @@ Layout of ``RUN/``::
     learner.pt           learner state: network, optimizer, step, random states
     networks/gen-NNNN.pt every generation's candidate network (gen-0000 is the initial best)
     replay/shard-*.npz   self-play games (``alphazero.replay``)
+    arena/gen-NNNN.jsonl one line per finished arena game of generation NNNN, appended as it ends
+    arena/gen-NNNN.pgn   the games of a decided arena
     metrics.jsonl        one line per learner call: losses, learning rate, samples/s
     events.jsonl         driver events: arena results, promotions, restarted workers
+    .train.lock          held by the one driver of this run (``alphazero.fileio.DirectoryLock``)
 
-Every file is replaced by temp file + rename, so a kill at any moment leaves the previous version.
+Every file is replaced by temp file + rename, so a kill at any moment leaves the previous version;
+JSON-lines files are appended and fsynced line by line, a torn last line is skipped on read.
 Torch files are read with ``weights_only=True``; JSON and YAML are plain data.
+
+An arena in flight is part of the run: ``state.json`` names it (``pending_arena``: candidate, best,
+the openings and the colour of each game) and its finished games are in ``arena/gen-NNNN.jsonl``,
+so a resumed run plays only the games that are missing.
 """
 
 from __future__ import annotations
@@ -19,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,49 +35,13 @@ from typing import Any
 import yaml
 
 from alphazero.config import ConfigError, RunConfig, config_from_dict, config_to_dict
+from alphazero.fileio import DirectoryLock, append_jsonl, atomic_write_text, read_jsonl
 
-RUN_STATE_FORMAT_VERSION = 1
+__all__ = ["ArenaRecord", "DirectoryLock", "PendingArena", "RunDirectory", "RunState", "append_jsonl",
+           "atomic_write_text", "read_jsonl", "resume_conflicts"]
 
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file, fsync and rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Append one JSON line. A torn last line left by a kill is closed first (and skipped by
-    ``read_jsonl``), so the new record never merges into it."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as handle:
-        if handle.tell() > 0:
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":
-                handle.write(b"\n")
-        handle.write((json.dumps(record) + "\n").encode("utf-8"))
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    path = Path(path)
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+RUN_STATE_FORMAT_VERSION = 2  # 2 added pending_arena; version 1 files are read as having none
+ARENA_GAMES_FORMAT_VERSION = 1
 
 
 @dataclass
@@ -91,6 +62,27 @@ class ArenaRecord:
 
 
 @dataclass
+class PendingArena:
+    """An arena that has started and not yet been decided.
+
+    ``openings`` are ``[name, fen, [uci moves]]``; game ``i`` plays opening ``i // 2`` with the
+    candidate as White when ``i`` is even (``alphazero.arena.match_schedule``).
+    """
+
+    generation: int
+    candidate: str  # network file name under networks/
+    best: str
+    best_generation: int
+    learner_step: int
+    openings: list[list[Any]]
+    started: float = field(default_factory=time.time)
+
+    @property
+    def num_games(self) -> int:
+        return 2 * len(self.openings)
+
+
+@dataclass
 class RunState:
     """Counters and history of a run; ``generation`` counts arena decisions made."""
 
@@ -103,6 +95,7 @@ class RunState:
     samples_trained: int = 0
     arenas: list[ArenaRecord] = field(default_factory=list)
     elapsed_s: float = 0.0
+    pending_arena: PendingArena | None = None
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)
@@ -114,9 +107,11 @@ class RunState:
         try:
             data = json.loads(text)
             version = data.pop("format_version")
-            if version != RUN_STATE_FORMAT_VERSION:
+            if version not in (1, RUN_STATE_FORMAT_VERSION):
                 raise ValueError(f"{source}: run state format_version {version}, expected {RUN_STATE_FORMAT_VERSION}")
             data["arenas"] = [ArenaRecord(**record) for record in data.get("arenas", [])]
+            pending = data.get("pending_arena")
+            data["pending_arena"] = PendingArena(**pending) if pending is not None else None
             return cls(**data)
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"{source}: corrupt run state ({type(error).__name__}: {error})") from None
@@ -138,6 +133,30 @@ class RunDirectory:
 
     def network_path(self, generation: int) -> Path:
         return self.networks_dir / f"gen-{generation:04d}.pt"
+
+    def arena_games_path(self, generation: int) -> Path:
+        return self.path / "arena" / f"gen-{generation:04d}.jsonl"
+
+    def arena_pgn_path(self, generation: int) -> Path:
+        return self.path / "arena" / f"gen-{generation:04d}.pgn"
+
+    def lock(self) -> DirectoryLock:
+        """Take the driver's lock of this run (``LockedError`` if another driver holds it)."""
+        return DirectoryLock(self.path, "train").acquire()
+
+    def read_arena_games(self, generation: int) -> dict[int, dict[str, Any]]:
+        """Finished games of generation ``generation``'s arena by game index (the first line wins)."""
+        path = self.arena_games_path(generation)
+        games: dict[int, dict[str, Any]] = {}
+        for record in read_jsonl(path):
+            if record.get("format_version") != ARENA_GAMES_FORMAT_VERSION:
+                raise ValueError(f"{path}: arena game with format_version {record.get('format_version')!r}, "
+                                 f"expected {ARENA_GAMES_FORMAT_VERSION}")
+            games.setdefault(int(record["index"]), record)
+        return games
+
+    def append_arena_game(self, generation: int, record: dict[str, Any]) -> None:
+        append_jsonl(self.arena_games_path(generation), {"format_version": ARENA_GAMES_FORMAT_VERSION, **record})
 
     def exists(self) -> bool:
         """True once a run has been created here (``state.json`` is the last file a new run writes)."""

@@ -12,6 +12,7 @@ import sys
 from typing import Sequence
 
 from alphazero.config import ConfigError, load_config
+from alphazero.fileio import LockedError
 
 
 def _add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -33,7 +34,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from workers.driver import RunError, run_training
 
     try:
-        state = run_training(config, args.run_dir, resume=args.resume, address=args.address)
+        state = run_training(config, args.run_dir, resume=args.resume, address=args.address,
+                             oversubscribe=args.oversubscribe)
     except RunError as error:
         raise ConfigError(str(error)) from None
     print(json.dumps({"generation": state.generation, "best_generation": state.best_generation,
@@ -210,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", required=True, help="run directory (checkpoints/NAME)")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
     train.add_argument("--address", default=None, help="Ray cluster to join: 'auto' or HOST:PORT (default: start a local Ray)")
+    train.add_argument("--oversubscribe", action="store_true",
+                       help="run a config that asks for more CPUs than this machine has anyway (local Ray only; slower)")
     train.set_defaults(func=cmd_train)
 
     bench = sub.add_parser("bench", help="benchmark encoding, network and search (prints figures)")
@@ -246,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError) as error:
+    except (ConfigError, ValueError, FileNotFoundError, LockedError) as error:
         print(f"alphazero {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -66,6 +66,7 @@ class ArenaConfig:
     random_opening_plies: int = 4  # without a book, openings are this many random plies
     opening_book: str = ""  # a polyglot .bin or an EPD/FEN file; empty: random plies
     max_plies: int = 300
+    concurrency: int = 64  # games played at once (one search batch); fewer bounds the arena's memory
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ def _validate(config: RunConfig) -> None:
         (0 < config.arena.threshold <= 1, "arena.threshold must be in (0, 1]"),
         (config.arena.steps_per_generation >= 1, "arena.steps_per_generation must be >= 1"),
         (config.arena.num_simulations >= 1, "arena.num_simulations must be >= 1"),
+        (config.arena.concurrency >= 1, "arena.concurrency must be >= 1"),
         (config.workers.num_selfplay_workers >= 1, "workers.num_selfplay_workers must be >= 1"),
         (config.workers.torch_threads_per_worker >= 1, "workers.torch_threads_per_worker must be >= 1"),
         (config.network.blocks >= 0 and config.network.channels >= 1, "network.blocks >= 0 and network.channels >= 1"),

@@ -29,13 +29,16 @@ import numpy as np
 
 from alphazero.arena import GameResult, MatchOutcome, Opening, book_openings, play_match, random_openings
 from alphazero.checkpoint import RunDirectory, append_jsonl, read_jsonl
+from alphazero.fileio import DirectoryLock
 from alphazero.elo import SPRT, Z_95, Rating, fit_ratings, format_ratings_table, match_result, pentanomial, \
     pentanomial_result
 from alphazero.game import terminal_status
 from alphazero.players import Player, make_player
 
-RATINGS_GAMES_FORMAT_VERSION = 1
-"""``format_version`` of each line of ``RUN/ratings/games.jsonl``."""
+RATINGS_GAMES_FORMAT_VERSION = 2
+"""``format_version`` of each line of ``RUN/ratings/games.jsonl``: one finished game per line
+(``score`` is A's), appended as the game ends, so a stopped ``ratings`` keeps every game it
+finished. Version 1 lines (one whole match: wins, draws, losses) are still read."""
 
 GENERATION_FILE = re.compile(r"gen-(\d+)\.pt")
 
@@ -260,11 +263,12 @@ def format_arena_report(report: dict[str, Any]) -> str:
 
 
 def play_games(player_a: Player, player_b: Player, num_games: int, max_plies: int = 400,
-               seed: int = 0, opening_plies: int = 4) -> MatchOutcome:
+               seed: int = 0, opening_plies: int = 4,
+               on_game: Callable[[GameResult, MatchOutcome], bool] | None = None) -> MatchOutcome:
     """``num_games`` (rounded up to even) between two built players from random openings."""
     pairs = max(1, math.ceil(num_games / 2))
     return play_match(player_a, player_b, random_openings(pairs, opening_plies, seed=seed), max_plies=max_plies,
-                      concurrency=2 * pairs, event=f"ratings: {player_a.name} vs {player_b.name}")
+                      concurrency=2 * pairs, event=f"ratings: {player_a.name} vs {player_b.name}", on_game=on_game)
 
 
 def outcome_games(a: str, b: str, wins: int, draws: int, losses: int) -> list[tuple[str, str, float]]:
@@ -364,48 +368,62 @@ def run_ratings(run_dir: str | Path, anchors: Sequence[str] = (), games: int = 2
             all_games += outcome_games(a, b, record.wins, record.draws, record.losses)
             links.join(a, b)
     games_path = run.path / "ratings" / "games.jsonl"
-    stored: dict[frozenset[str], int] = {}
-    for record in read_jsonl(games_path):
-        if record.get("format_version") != RATINGS_GAMES_FORMAT_VERSION:
-            raise ValueError(f"{games_path}: record with format_version {record.get('format_version')!r}, "
-                             f"expected {RATINGS_GAMES_FORMAT_VERSION}")
-        a, b = record["a"], record["b"]
-        all_games += outcome_games(a, b, record["wins"], record["draws"], record["losses"])
-        links.join(a, b)
-        key = frozenset((a, b))
-        stored[key] = stored.get(key, 0) + record["wins"] + record["draws"] + record["losses"]
-
-    # Anchors are built first: a bad spec fails before any game is played.
+    # One writer of RUN/ratings at a time (a training run may go on beside it: it writes elsewhere).
+    lock = DirectoryLock(games_path.parent, "ratings").acquire()
     anchor_players: list[Player] = []
     played = 0
     try:
+        stored: dict[frozenset[str], int] = {}
+        for record in read_jsonl(games_path):
+            version = record.get("format_version")
+            if version not in (1, RATINGS_GAMES_FORMAT_VERSION):
+                raise ValueError(f"{games_path}: record with format_version {version!r}, "
+                                 f"expected {RATINGS_GAMES_FORMAT_VERSION}")
+            a, b = record["a"], record["b"]
+            if version == 1:
+                wins, draws, losses = record["wins"], record["draws"], record["losses"]
+            else:
+                wins, draws, losses = (record["score"] == 1.0), (record["score"] == 0.5), (record["score"] == 0.0)
+            all_games += outcome_games(a, b, wins, draws, losses)
+            links.join(a, b)
+            key = frozenset((a, b))
+            stored[key] = stored.get(key, 0) + wins + draws + losses
+
+        # Anchors are built before any game: a bad spec fails first.
         for number, spec in enumerate(anchors):
             anchor_players.append(make_player(spec, seed=_player_seeds(seed, 1000 + number)[0]))
 
         def play(player_a: Player, player_b: Player, num_games: int, spec_a: str, spec_b: str) -> None:
             nonlocal played
             log(f"[ratings] {player_a.name} vs {player_b.name}: {num_games} games")
-            outcome = play_games(player_a, player_b, num_games, max_plies,
-                                 seed=seed + 7919 * (len(stored) + played + 1))
-            record = {"format_version": RATINGS_GAMES_FORMAT_VERSION, "time": time.time(),
-                      "a": player_a.name, "b": player_b.name, "a_spec": spec_a, "b_spec": spec_b,
-                      "max_plies": max_plies, "wins": outcome.wins, "draws": outcome.draws, "losses": outcome.losses}
-            games_path.parent.mkdir(parents=True, exist_ok=True)
-            append_jsonl(games_path, record)
-            all_games.extend(outcome_games(player_a.name, player_b.name, outcome.wins, outcome.draws, outcome.losses))
-            links.join(player_a.name, player_b.name)
             key = frozenset((player_a.name, player_b.name))
-            stored[key] = stored.get(key, 0) + len(outcome.games)
-            played += len(outcome.games)
+
+            def save(game: GameResult, outcome: MatchOutcome) -> bool:  # each game reaches the disk as it ends
+                nonlocal played
+                append_jsonl(games_path, {
+                    "format_version": RATINGS_GAMES_FORMAT_VERSION, "time": time.time(), "a": player_a.name,
+                    "b": player_b.name, "a_spec": spec_a, "b_spec": spec_b, "max_plies": max_plies,
+                    "score": game.score_a, "result": game.result, "termination": game.termination})
+                all_games.extend(outcome_games(player_a.name, player_b.name, game.score_a == 1.0,
+                                               game.score_a == 0.5, game.score_a == 0.0))
+                stored[key] = stored.get(key, 0) + 1
+                played += 1
+                return len(outcome.games) >= num_games  # an odd remainder stops after its last game
+
+            play_games(player_a, player_b, num_games, max_plies, seed=seed + 7919 * (len(stored) + played + 1),
+                       on_game=save)
+            links.join(player_a.name, player_b.name)
 
         def spec_of(name: str) -> str:
             return f"mcts:{networks[name]}?sims={sims}"
 
         for previous, current in zip(generations, generations[1:]):
-            if links.find(current) != links.find(generations[0]):
+            # Unlinked to generation 0, or a match between them that a stop cut short: play what is missing.
+            so_far = stored.get(frozenset((current, previous)), 0)
+            if links.find(current) != links.find(generations[0]) or 0 < so_far < games:
                 a = _generation_player(networks[current], current, sims)
                 b = _generation_player(networks[previous], previous, sims)
-                play(a, b, games, spec_of(current), spec_of(previous))
+                play(a, b, games - so_far, spec_of(current), spec_of(previous))
         best = f"gen-{state.best_generation:04d}"
         targets = list(dict.fromkeys([generations[0]] + ([best] if best in networks else []) + [generations[-1]]))
         for anchor in anchor_players:
@@ -416,6 +434,7 @@ def run_ratings(run_dir: str | Path, anchors: Sequence[str] = (), games: int = 2
     finally:
         for player in anchor_players:
             player.close()
+        lock.release()
 
     if not all_games:
         raise ValueError(f"{run.path}: nothing to rate: one generation, no arena games and no anchor")

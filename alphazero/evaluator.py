@@ -7,7 +7,7 @@ planes, one forward call, and a softmax over each leaf's legal moves only. ``Uni
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import chess
 import numpy as np

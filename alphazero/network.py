@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alphazero import encoding
+from alphazero.fileio import atomic_write
 
 NET_FORMAT = "alphazero-chess-net"
 NET_FORMAT_VERSION = 1
@@ -164,19 +164,8 @@ def net_from_payload(payload: Any, source: str = "network") -> PolicyValueNet:
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` to a temporary file in the same directory, fsync, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``torch.save`` to ``path`` atomically (``alphazero.fileio.atomic_write``)."""
+    atomic_write(path, lambda handle: torch.save(obj, handle))
 
 
 def safe_torch_load(path: str | os.PathLike) -> Any:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from alphazero.checkpoint import RunState
+from alphazero.fileio import atomic_write
 
 
 def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
@@ -39,13 +39,8 @@ def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
     bottom.set_xlabel("generation")
     bottom.set_ylabel("best network (Elo vs gen 0, chained)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
+        atomic_write(path, lambda handle: fig.savefig(handle, dpi=100, format="png"))
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)
     return path

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from alphazero import encoding
+from alphazero.fileio import atomic_write
 from alphazero.game import MAX_LENGTH
 
 SHARD_FORMAT_VERSION = 1
@@ -54,20 +54,6 @@ class GameRecord:
         return int(self.planes.shape[0])
 
 
-def _atomic_write_bytes(path: Path, writer) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            writer(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_shard(path: str | os.PathLike, games: Sequence[GameRecord]) -> None:
     """Write ``games`` as one compressed shard, atomically."""
     if not games:
@@ -94,7 +80,7 @@ def write_shard(path: str | os.PathLike, games: Sequence[GameRecord]) -> None:
         "root_values": np.concatenate([g.root_values for g in games]).astype(np.float16),
         "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
     }
-    _atomic_write_bytes(Path(path), lambda handle: np.savez_compressed(handle, **arrays))
+    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
 
 
 @dataclass

@@ -152,3 +152,27 @@ def test_ray_workers_play_the_whole_match(capsys, tmp_path) -> None:
     games = _read_pgn(pgn)
     assert [int(game.headers["Round"]) for game in games] == list(range(1, 9))  # chunks keep their places
     assert all(games[2 * k].headers["Opening"] == games[2 * k + 1].headers["Opening"] for k in range(4))
+
+
+def test_a_match_resumed_from_part_of_its_schedule_plays_only_those_games() -> None:
+    from alphazero.arena import Match, match_schedule, play_match, random_openings
+    from alphazero.players import GreedyPlayer, RandomPlayer
+
+    openings = random_openings(3, 2, seed=5)
+    schedule = match_schedule(openings)
+    assert [(index, a_white) for index, _, a_white in schedule] == [(0, True), (1, False), (2, True), (3, False),
+                                                                   (4, True), (5, False)]
+    # A stop after games 0, 3 and 4: the resumed match plays 1, 2 and 5 with the same openings and colours.
+    remaining = [entry for entry in schedule if entry[0] in (1, 2, 5)]
+    match = Match(GreedyPlayer(seed=1), RandomPlayer(seed=2), remaining, max_plies=60)
+    games = []
+    while not match.done:
+        ended = match.advance(30.0)
+        assert ended or match.done  # returns as soon as a game ends, not at the end of the slice
+        games += ended
+    assert sorted(g.index for g in games) == [1, 2, 5]
+    for game in games:
+        assert game.opening == openings[game.index // 2] and game.a_is_white == (game.index % 2 == 0)
+        assert game.white == ("greedy" if game.a_is_white else "random")
+    full = play_match(GreedyPlayer(seed=1), RandomPlayer(seed=2), openings, max_plies=60)
+    assert sorted(g.index for g in full.games) == list(range(6))

@@ -225,3 +225,37 @@ def test_arena_record_fields_survive_exactly():
     state = RunState(arenas=[record])
     loaded = RunState.from_json(state.to_json(), "x").arenas[0]
     assert dataclasses.asdict(loaded) == dataclasses.asdict(record)
+
+
+# -- arenas in flight -------------------------------------------------------------------------------------
+
+
+def test_pending_arena_round_trips_and_a_version_1_state_reads_as_having_none(tmp_path):
+    from alphazero.checkpoint import PendingArena
+
+    run = RunDirectory(tmp_path / "run")
+    pending = PendingArena(generation=3, candidate="gen-0003.pt", best="gen-0001.pt", best_generation=1,
+                           learner_step=900, openings=[["e2e4 e7e5", "startpos-fen", ["e2e4", "e7e5"]]], started=5.0)
+    run.write_state(RunState(generation=2, pending_arena=pending))
+    back = run.read_state()
+    assert back.pending_arena == pending and back.pending_arena.num_games == 2
+    data = json.loads(run.state_path.read_text())
+    data.pop("pending_arena")
+    data["format_version"] = 1  # written before arenas could be resumed
+    run.state_path.write_text(json.dumps(data))
+    assert run.read_state().pending_arena is None
+
+
+def test_arena_games_are_read_by_index_first_line_wins_and_a_foreign_format_is_named(tmp_path):
+    run = RunDirectory(tmp_path / "run")
+    run.append_arena_game(2, {"index": 1, "result": "1-0", "pid": 10})
+    run.append_arena_game(2, {"index": 0, "result": "0-1", "pid": 10})
+    run.append_arena_game(2, {"index": 1, "result": "0-1", "pid": 11})  # a duplicate never counts twice
+    with open(run.arena_games_path(2), "a") as handle:
+        handle.write('{"format_version": 1, "ind')  # torn by a kill
+    games = run.read_arena_games(2)
+    assert sorted(games) == [0, 1] and games[1]["result"] == "1-0"
+    assert run.read_arena_games(3) == {}
+    append_jsonl(run.arena_games_path(4), {"format_version": 99, "index": 0})
+    with pytest.raises(ValueError, match="gen-0004.jsonl"):
+        run.read_arena_games(4)

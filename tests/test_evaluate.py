@@ -15,7 +15,7 @@ import chess.pgn
 import pytest
 import torch
 
-from alphazero.checkpoint import ArenaRecord, RunDirectory, RunState, read_jsonl
+from alphazero.checkpoint import ArenaRecord, RunDirectory, RunState, append_jsonl, read_jsonl
 from alphazero.cli import main
 from alphazero.evaluate import parse_human_move, rate_players, wilson_interval
 from alphazero.network import NetworkConfig, PolicyValueNet, save_network
@@ -81,9 +81,10 @@ def test_ratings_of_a_run_directory(capsys, tmp_path) -> None:
     assert set(report["ratings"]) == {"gen-0000", "gen-0001", "gen-0002", "random"}
     assert report["anchor"] == "random" and report["ratings"]["random"]["elo"] == 0.0
     # gen-0002 linked to gen-0001; random against first (0), best (1) and last (2): 4 matches of 2 games.
-    stored = read_jsonl(run.path / "ratings" / "games.jsonl")
-    assert sorted((r["a"], r["b"]) for r in stored) == [("gen-0002", "gen-0001"), ("random", "gen-0000"),
-                                                        ("random", "gen-0001"), ("random", "gen-0002")]
+    stored = read_jsonl(run.path / "ratings" / "games.jsonl")  # one line per game, written as it ended
+    assert len(stored) == 8 and {r["score"] for r in stored} <= {0.0, 0.5, 1.0}
+    assert sorted({(r["a"], r["b"]) for r in stored}) == [("gen-0002", "gen-0001"), ("random", "gen-0000"),
+                                                          ("random", "gen-0001"), ("random", "gen-0002")]
     assert report["new_games"] == 8 and report["games"] == 10 + 8
     assert report["ratings"]["gen-0001"]["games"] == 10 + 2 + 2  # arena + link + anchor
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -91,13 +92,38 @@ def test_ratings_of_a_run_directory(capsys, tmp_path) -> None:
     # A second call replays nothing: the stored games are reused; without an anchor gen-0000 is 0 Elo.
     assert main(["ratings", str(run.path), "--games", "2", "--sims", "2", "--max-plies", "12"]) == 0
     out = capsys.readouterr().out
-    assert len(read_jsonl(run.path / "ratings" / "games.jsonl")) == 4
+    assert len(read_jsonl(run.path / "ratings" / "games.jsonl")) == 8
     assert "(0 new)" in out and "anchor gen-0000 = 0 Elo" in out
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["Rank", "Name", "Elo"]
     rows = {line.split()[1]: line.split()[2] for line in lines[1:5]}
     assert set(rows) == {"gen-0000", "gen-0001", "gen-0002", "random"} and rows["gen-0000"] == "+0.0"
     assert (run.path / "ratings" / "elo.png").is_file()
+
+
+def test_ratings_continue_a_match_a_stop_cut_short_and_one_writer_at_a_time(capsys, tmp_path) -> None:
+    from alphazero.fileio import DirectoryLock
+
+    run = RunDirectory(tmp_path / "run")
+    for generation in range(2):
+        _tiny_net(run.network_path(generation), seed=generation)
+    run.write_state(RunState(generation=1, best_generation=0))
+    games_path = run.path / "ratings" / "games.jsonl"
+    # A ratings run killed after one of its three games: that game is on disk, with a torn line after it.
+    append_jsonl(games_path, {"format_version": 2, "time": 0.0, "a": "gen-0001", "b": "gen-0000", "a_spec": "x",
+                              "b_spec": "y", "max_plies": 12, "score": 1.0, "result": "1-0", "termination": "checkmate"})
+    with open(games_path, "a") as handle:
+        handle.write('{"format_version": 2, "a": "gen-00')
+    args = ["ratings", str(run.path), "--games", "3", "--sims", "2", "--max-plies", "12", "--json"]
+    with DirectoryLock(games_path.parent, "ratings"):
+        assert main(args) == 2  # another ratings holds the directory: refused, nothing played
+        assert "in use by another ratings" in capsys.readouterr().err
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["new_games"] == 2  # only the missing games
+    lines = read_jsonl(games_path)
+    assert len(lines) == 3 and all(line["a"] == "gen-0001" for line in lines)
+    assert report["ratings"]["gen-0001"]["games"] == 3
 
 
 def test_ratings_of_a_missing_run_exits_2(capsys, tmp_path) -> None:

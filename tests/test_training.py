@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -139,11 +141,11 @@ def test_new_run_refuses_existing_directory_and_corrupt_files_are_named(smoke_ru
         target = copy / victim
         data = target.read_bytes()
         target.write_bytes(data[:cut])
-        before = {p: p.stat().st_size for p in copy.rglob("*") if p.is_file()}
+        before = {p: p.stat().st_size for p in copy.rglob("*") if p.is_file() and p.name != ".train.lock"}
         result = _run(_train_command(copy, "--resume", config=None), timeout=60)
         assert result.returncode == 2, result.stderr[-2000:]
         assert str(target) in result.stderr or victim.split("/")[-1] in result.stderr
-        after = {p: p.stat().st_size for p in copy.rglob("*") if p.is_file()}
+        after = {p: p.stat().st_size for p in copy.rglob("*") if p.is_file() and p.name != ".train.lock"}
         assert after == before, "a failed resume must not change the run directory"
 
     copy = tmp_path / "shard"
@@ -180,7 +182,7 @@ def test_sigkill_then_resume_continues_the_run(tmp_path: Path) -> None:
     # Resume with a different number of self-play actors and a nearer goal.
     target = killed["generation"] + 1
     result = _run(_train_command(run_dir, "--resume", "--set", f"max_generations={target}",
-                                 "--set", "workers.num_selfplay_workers=2", config=None))
+                                 "--set", "workers.num_selfplay_workers=2", "--oversubscribe", config=None))
     assert result.returncode == 0, result.stderr[-3000:]
     resumed = _state(run_dir)
     assert resumed["generation"] == target
@@ -283,3 +285,176 @@ def test_actor_start_is_retried_then_fails_with_a_clear_error(tmp_path: Path) ->
         assert int(counter.read_text()) == ACTOR_START_ATTEMPTS
     finally:
         ray.shutdown()
+
+
+# ------------------------------------------------------------------------------ what clusters do to runs
+
+
+def test_a_config_larger_than_the_machine_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    run_dir = tmp_path / "big"
+    result = _run(_train_command(run_dir, "--set", "workers.num_selfplay_workers=500"), timeout=60)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert "asks for 501 CPUs" in lines[0] and "--address" in lines[0] and "--oversubscribe" in lines[0]
+    assert "workers.num_selfplay_workers=" in lines[0]
+    assert not run_dir.exists()  # nothing started, nothing written
+
+
+def _arena_games_on_disk(run_dir: Path) -> dict[int, list[dict]]:
+    games: dict[int, list[dict]] = {}
+    for path in sorted((run_dir / "arena").glob("gen-*.jsonl")):
+        games[int(path.stem.split("-")[1])] = read_jsonl(path)
+    return games
+
+
+def _mid_arena(run_dir: Path) -> bool:
+    """True while the arena in flight has saved some, not all, of its games."""
+    try:
+        pending = _state(run_dir).get("pending_arena")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+    if not pending:
+        return False
+    saved = len(read_jsonl(run_dir / "arena" / f"gen-{pending['generation']:04d}.jsonl"))
+    return 0 < saved < 2 * len(pending["openings"])
+
+
+def test_chaos_sigkills_at_random_moments_lose_nothing_and_arenas_complete(tmp_path: Path) -> None:
+    """SIGKILL the whole process tree at seeded random moments, resume each time; nothing is lost.
+
+    Two kills at random moments, one in the middle of an arena; a second driver started on the run
+    directory while the first runs is refused. Then the run goes to its end.
+    """
+    rng = random.Random(2026)
+    run_dir = tmp_path / "run"
+    settings = ["--set", "max_generations=4", "--set", "arena.games=8", "--set", "arena.concurrency=2",
+                "--set", "arena.num_simulations=16", "--set", "arena.max_plies=60"]
+    kills = 0
+    step_after_kill: list[int] = []
+    while kills < 3:
+        command = (_train_command(run_dir, *settings) if kills == 0
+                   else _train_command(run_dir, "--resume", *settings, config=None))
+        process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            _wait_for(lambda: (run_dir / "state.json").exists(), 120, "the run's state")
+            if kills == 0:
+                second = _run(_train_command(run_dir, "--resume", config=None), timeout=60)
+                assert second.returncode == 2
+                assert f"in use by another train (host {socket.gethostname()} pid {process.pid})" in second.stderr
+            if kills < 2:
+                time.sleep(rng.uniform(4.0, 12.0))
+            else:
+                _wait_for(lambda: _mid_arena(run_dir), 240, "an arena with some of its games played")
+        finally:
+            _kill_session(process)
+        kills += 1
+        state = _state(run_dir)
+        shards = [read_shard(path) for path in shard_paths(run_dir / "replay")]  # every shard loads
+        assert sum(s.num_games for s in shards) >= state["games"]  # every game counted is on disk
+        step_after_kill.append(state["learner_step"])
+
+    result = _run(_train_command(run_dir, "--resume", *settings, config=None))
+    assert result.returncode == 0, result.stderr[-3000:]
+    state = _state(run_dir)
+    shards = [read_shard(path) for path in shard_paths(run_dir / "replay")]
+    assert state["games"] == sum(s.num_games for s in shards)  # counted exactly once each
+    assert state["positions"] == sum(s.num_positions for s in shards)
+    assert step_after_kill == sorted(step_after_kill) and state["learner_step"] >= step_after_kill[-1]
+    events = read_jsonl(run_dir / "events.jsonl")
+    learner_steps = [e["step"] for e in events if e["event"] == "learner_started"]
+    assert learner_steps == sorted(learner_steps)  # each restart reloads at least what was saved
+    resumes = [e for e in events if e["event"] == "run_resumed"]
+    # A kill may land before a resumed driver has logged anything; the last one was mid-arena.
+    assert 1 <= len(resumes) <= 3 and resumes[-1]["pending_arena"] is not None
+    assert [a["generation"] for a in state["arenas"]] == [1, 2, 3, 4] and state["pending_arena"] is None
+    on_disk = _arena_games_on_disk(run_dir)
+    for arena in state["arenas"]:
+        lines = on_disk[arena["generation"]]
+        assert sorted(line["index"] for line in lines) == list(range(8))  # each game played exactly once
+        assert arena["wins"] + arena["draws"] + arena["losses"] == 8
+        pgn = (run_dir / "arena" / f"gen-{arena['generation']:04d}.pgn").read_text()
+        assert pgn.count("[Result ") == 8
+    continued = on_disk[resumes[-1]["pending_arena"]]
+    assert len({line["pid"] for line in continued}) == 2  # begun by one driver, finished by the next
+    arena_events = {e["generation"]: e for e in events if e["event"] == "arena"}
+    assert arena_events[resumes[-1]["pending_arena"]]["processes"] == 2
+
+
+def test_a_failed_write_stops_the_run_with_one_line_and_resume_works(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    import alphazero.replay
+    from workers.driver import RunError, run_training
+
+    real_write = alphazero.replay.atomic_write
+    calls = {"n": 0}
+
+    def disk_fills_up(path, write):
+        calls["n"] += 1
+        if calls["n"] < 3:
+            return real_write(path, write)
+
+        def half_then_full(handle):
+            handle.write(b"PK\x03\x04 half a shard")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        return real_write(path, half_then_full)
+
+    monkeypatch.setattr(alphazero.replay, "atomic_write", disk_fills_up)
+    run_dir = tmp_path / "run"
+    config = load_config(SMOKE, ["max_generations=3"])
+    with pytest.raises(RunError) as caught:
+        run_training(config, run_dir)
+    message = str(caught.value)
+    assert "No space left on device" in message and str(run_dir / "replay") in message and "--resume" in message
+    assert "\n" not in message
+    shards = shard_paths(run_dir / "replay")
+    assert len(shards) == 2 and not list((run_dir / "replay").glob(".*"))  # no half-written file left
+    state = RunDirectory(run_dir).read_state()
+    assert state.games == sum(read_shard(p).num_games for p in shards) > 0
+
+    monkeypatch.undo()  # space is back
+    resumed = run_training(config, run_dir, resume=True)
+    assert resumed.generation == 3 and resumed.games > state.games
+
+
+def test_a_lost_node_leaves_the_run_going_and_its_actors_come_back_with_a_new_node(tmp_path: Path) -> None:
+    from ray.cluster_utils import Cluster
+
+    node_args = {"num_cpus": 1, "node_ip_address": "127.0.0.2", "object_store_memory": 100 * 1024 * 1024}
+    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "num_cpus": 2, "include_dashboard": False})
+    process = None
+    try:
+        worker_node = cluster.add_node(**node_args)
+        cluster.wait_for_nodes()
+        run_dir = tmp_path / "run"
+        # Head: learner (1 CPU) + one self-play actor; the second actor can only live on the worker node.
+        process = subprocess.Popen(
+            _train_command(run_dir, "--address", cluster.address, "--set", "workers.num_selfplay_workers=2",
+                           "--set", "max_generations=6"),
+            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+        def events(kind: str) -> list[dict]:
+            return [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == kind]
+
+        _wait_for(lambda: len(events("selfplay_started")) == 2, 120, "two self-play actors")
+        assert len({e["node_id"] for e in events("selfplay_started")}) == 2
+        cluster.remove_node(worker_node)  # its raylet and every process on it die
+        _wait_for(lambda: events("selfplay_waiting"), 120, "the run to report the missing actor")
+        assert events("selfplay_waiting")[0]["running"] == 1 and events("selfplay_waiting")[0]["wanted"] == 2
+        games = _state(run_dir)["games"]
+        _wait_for(lambda: _state(run_dir)["games"] > games, 120, "self-play going on with one actor")
+        assert process.poll() is None
+        cluster.add_node(**node_args)  # a node joins: the missing actor starts there
+        _wait_for(lambda: events("selfplay_recovered"), 120, "the actor to come back")
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+        assert len(events("selfplay_started")) == 3 and events("selfplay_died")
+        assert _state(run_dir)["generation"] == 6
+        assert "1 of 2 actors running: waiting for CPUs" in err
+    finally:
+        if process is not None and process.poll() is None:
+            _kill_session(process)
+        cluster.shutdown()

@@ -1,4 +1,4 @@
-"""Thin Ray wrappers around the core classes: self-play, learner and the arena task.
+"""Thin Ray wrappers around the core classes: self-play, learner and arena.
 
 Each class here is plain Python around an ``alphazero`` core object; ``workers.driver`` turns them
 into actors with ``ray.remote(**options)(Class)``. An actor keeps no state Ray must restore: a new
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from alphazero.arena import book_openings, play_match, random_openings
+from alphazero.arena import GameResult, Match, Opening, ScheduledGame, book_openings, random_openings
 from alphazero.checkpoint import RunDirectory, append_jsonl
 from alphazero.config import RunConfig
 from alphazero.evaluator import NetworkEvaluator
@@ -113,31 +112,42 @@ class LearnerWorker:
         append_jsonl(self.run.metrics_path, record)
         return record
 
-    def get_weights(self) -> dict[str, Any]:
-        return self.learner.get_weights()
-
     def save_network(self, path: str, metadata: dict[str, Any]) -> str:
         save_network(self.learner.get_network(), path, metadata)
         return path
 
 
-def run_arena(candidate: dict[str, Any], best: dict[str, Any], config: RunConfig, generation: int,
-              torch_threads: int = 1) -> dict[str, Any]:
-    """Candidate (A) against best (B) over ``config.arena``; returns W/D/L for the candidate and PGNs."""
-    torch.set_num_threads(max(1, torch_threads))
+def arena_openings(config: RunConfig, generation: int) -> list[Opening]:
+    """The openings of generation ``generation``'s arena (half as many as games: each is a pair)."""
     arena = config.arena
-    search = replace(config.search, num_simulations=arena.num_simulations)
     pairs = arena.games // 2
     seed = config.seed * 100_003 + generation
     if arena.opening_book:
-        openings = book_openings(arena.opening_book, pairs, plies=max(arena.random_opening_plies, 1), seed=seed)
-    else:
-        openings = random_openings(pairs, arena.random_opening_plies, seed=seed)
-    player_a = MCTSPlayer(net_from_payload(candidate), search, name=f"gen-{generation:04d}", device="auto")
-    player_b = MCTSPlayer(net_from_payload(best), search, name="best", device="auto")
-    outcome = play_match(player_a, player_b, openings, max_plies=arena.max_plies, event=f"arena gen {generation}")
-    return {
-        "wins": outcome.wins, "draws": outcome.draws, "losses": outcome.losses,
-        "pair_scores": outcome.pair_scores(), "terminations": outcome.terminations(),
-        "pgns": [game.pgn for game in outcome.games],
-    }
+        return book_openings(arena.opening_book, pairs, plies=max(arena.random_opening_plies, 1), seed=seed)
+    return random_openings(pairs, arena.random_opening_plies, seed=seed)
+
+
+class ArenaWorker:
+    """Plays one arena (candidate = A against best = B) a slice of time at a time.
+
+    ``schedule`` holds the games still to play (all of them for a new arena, the missing ones for a
+    resumed arena), so the driver can save every game as it ends and a stopped arena goes on
+    where it was. Holds no state Ray must restore: a new worker gets the remaining schedule.
+    """
+
+    def __init__(self, candidate: dict[str, Any], best: dict[str, Any], config: RunConfig, generation: int,
+                 schedule: list[ScheduledGame], torch_threads: int = 1) -> None:
+        torch.set_num_threads(max(1, torch_threads))
+        search = replace(config.search, num_simulations=config.arena.num_simulations)
+        player_a = MCTSPlayer(net_from_payload(candidate), search, name=f"gen-{generation:04d}", device="auto")
+        player_b = MCTSPlayer(net_from_payload(best), search, name="best", device="auto")
+        self.match = Match(player_a, player_b, schedule, max_plies=config.arena.max_plies,
+                           concurrency=config.arena.concurrency, event=f"arena gen {generation}")
+
+    def info(self) -> dict[str, Any]:
+        return _node_info()
+
+    def play(self, max_seconds: float) -> tuple[list[GameResult], bool]:
+        """The next games to end (or none, after about ``max_seconds``), and whether the arena is finished."""
+        games = self.match.advance(max_seconds)
+        return games, self.match.done

@@ -11,7 +11,8 @@ import ray
 from alphazero.config import RunConfig
 from alphazero.network import PolicyValueNet, net_to_payload
 from workers.actors import SelfPlayWorker
-from workers.driver import start_ray
+from workers.cluster import start_ray
+from workers.driver import check_fits
 
 
 def selfplay_throughput(config: RunConfig, num_actors: int, seconds: float, warmup: float = 10.0) -> dict[str, Any]:
@@ -21,7 +22,8 @@ def selfplay_throughput(config: RunConfig, num_actors: int, seconds: float, warm
     make the figure lumpy; games/hour counts the games that finished inside the window.
     """
     config = replace(config, workers=replace(config.workers, num_selfplay_workers=num_actors, learner_cpus=0.0))
-    started = start_ray(None, config)
+    # A benchmark of N actors asks for N CPUs on purpose, however many the machine has.
+    started = start_ray(None, check_fits(config, oversubscribe=True), config.workers.object_store_memory_mb)
     try:
         weights = ray.put(net_to_payload(PolicyValueNet(config.network)))
         cls = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker)(SelfPlayWorker)

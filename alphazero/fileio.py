@@ -1,0 +1,135 @@
+"""Writes that matter: atomic replacement, appended JSON lines, and the lock of a directory's writer.
+
+Every file the project writes (replay shards, checkpoints, state, plots, PGN) goes through
+``atomic_write``: a temp file in the same directory, fsync, rename. A kill at any moment leaves the
+previous version. A write that fails (a full disk, an I/O error, a read-only mount) raises
+``OSError`` naming the file it was meant for (not the temp file), so the run can stop with one line
+that says which file and why; the temp file is removed and the previous version stays.
+
+``DirectoryLock`` is the one-writer rule: an exclusive ``flock`` held for the life of the process,
+released by the kernel when the process dies (a SIGKILL leaves no stale lock). This module knows
+nothing of runs or torch.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Callable
+
+
+def _named(error: OSError, path: Path) -> OSError:
+    """The same error, naming ``path`` (the file the caller meant to write)."""
+    return OSError(error.errno or errno.EIO, error.strerror or str(error), str(path))
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
+    """Call ``write(handle)`` on a temp file beside ``path``, fsync it, and rename it over ``path``."""
+    path = Path(path)
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as error:
+        raise _named(error, path) from error
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
+    """Append one JSON line. A torn last line left by a kill is closed first (and skipped by
+    ``read_jsonl``), so the new record never merges into it."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as handle:
+            if handle.tell() > 0:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")
+            handle.write((json.dumps(record) + "\n").encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:
+        raise _named(error, path) from error
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every complete JSON line of ``path`` (none if it does not exist); torn lines are skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+class LockedError(RuntimeError):
+    """Another live process holds the lock; the message names the directory, host and PID."""
+
+
+class DirectoryLock:
+    """An exclusive lock on ``directory`` for one kind of writer (``what``: "train", "ratings").
+
+    The lock file (``directory/.NAME.lock``) holds the holder's host and PID, for the message a
+    second writer gets. ``flock`` locks belong to the open file: the kernel drops them when the
+    process ends, however it ends, so there is never a stale lock to clean up. (On a network file
+    system flock may be local to one host: run one driver per run directory there by hand.)
+    """
+
+    def __init__(self, directory: str | os.PathLike, what: str) -> None:
+        self.directory = Path(directory)
+        self.what = what
+        self.path = self.directory / f".{what}.lock"
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> "DirectoryLock":
+        """Take the lock or raise ``LockedError``; creates the directory if needed."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown process"
+            handle.close()
+            raise LockedError(f"{self.directory} is in use by another {self.what} ({holder}); "
+                              "one writer per directory") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"host {socket.gethostname()} pid {os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()  # closing the file drops the flock
+            self._handle = None
+
+    def __enter__(self) -> "DirectoryLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

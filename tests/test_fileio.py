@@ -1,0 +1,94 @@
+"""Tests for ``alphazero.fileio``: atomic writes that name the file when they fail, JSON lines on a
+full device, and the one-writer lock (released by the kernel when its holder is killed)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from alphazero.fileio import DirectoryLock, LockedError, append_jsonl, atomic_write, atomic_write_text, read_jsonl
+
+
+def test_failed_atomic_write_names_the_file_and_keeps_the_previous_version(tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    atomic_write_text(target, "old")
+
+    def full_disk(handle) -> None:
+        handle.write(b"half of the new")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as caught:
+        atomic_write(target, full_disk)
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+    assert str(target) in str(caught.value) and "No space left" in str(caught.value)
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]  # no temp file left behind
+
+
+def test_atomic_write_into_a_path_that_cannot_be_a_directory_names_it(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError) as caught:
+        atomic_write_text(tmp_path / "file" / "state.json", "new")
+    assert caught.value.filename == str(tmp_path / "file" / "state.json")
+
+
+def test_append_to_a_full_device_raises_enospc_naming_it() -> None:
+    # /dev/full answers every write with ENOSPC: a real full disk, from the kernel.
+    with pytest.raises(OSError) as caught:
+        append_jsonl("/dev/full", {"event": "x"})
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == "/dev/full"
+
+
+def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    append_jsonl(path, {"n": 1})
+    with open(path, "a") as handle:
+        handle.write('{"n": 2, "tor')
+    append_jsonl(path, {"n": 3})
+    assert read_jsonl(path) == [{"n": 1}, {"n": 3}]
+
+
+_HOLDER = """
+import sys, time
+from alphazero.fileio import DirectoryLock
+lock = DirectoryLock(sys.argv[1], "train").acquire()
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_lock_admits_one_holder_and_a_sigkill_releases_it(tmp_path: Path) -> None:
+    directory = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(directory)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(LockedError) as caught:
+            DirectoryLock(directory, "train").acquire()
+        message = str(caught.value)
+        assert str(directory) in message and f"pid {holder.pid}" in message and socket.gethostname() in message
+        # Another kind of writer has a lock of its own.
+        DirectoryLock(directory, "ratings").acquire().release()
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+    deadline = time.time() + 10
+    while True:  # the kernel drops the lock with the dead process: no stale lock to clean
+        try:
+            lock = DirectoryLock(directory, "train").acquire()
+            break
+        except LockedError:
+            assert time.time() < deadline, "the lock of a killed process was not released"
+            time.sleep(0.1)
+    assert f"pid {os.getpid()}" in lock.path.read_text()
+    lock.release()
+    with DirectoryLock(directory, "train"):  # released: free again
+        pass
