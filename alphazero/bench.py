@@ -7,8 +7,9 @@ self-play batch, and the search one game at a time versus many games at once.
 from __future__ import annotations
 
 import platform
-from pathlib import Path
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import chess
@@ -96,7 +97,11 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     boards = sample_positions(2048)
     batch = config.selfplay.games_per_worker * config.search.leaves_per_game
     sims = config.search.num_simulations
+    # The configured search above; the other algorithm (gumbel or puct) beside it.
+    other = "gumbel" if config.search.algorithm == "puct" else "puct"
+    other_config = replace(config, search=replace(config.search, algorithm=other))
     return {
+        "search_algorithm": config.search.algorithm,
         "threads": threads,
         "network": f"{config.network.blocks}x{config.network.channels}",
         "selfplay_batch": batch,
@@ -106,6 +111,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "net_batched_per_s": round(bench_network(net, boards, batch, seconds, device)),
         "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)), device=device)),
         "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)), device=device)),
+        "search_batched_sims_per_s_" + other: round(bench_search(net, other_config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)), device=device)),
         "device": device,
         "torch": torch.__version__,
         "cpu": platform.processor() or platform.machine(),

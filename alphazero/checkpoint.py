@@ -11,6 +11,7 @@ Layout of ``RUN/``::
     arena/gen-NNNN.pgn   the games of a decided arena
     metrics.jsonl        one line per learner call: losses, learning rate, samples/s
     events.jsonl         driver events: arena results, promotions, restarted workers
+    tensorboard/         live curves for TensorBoard (``alphazero.curves``)
     .train.lock          held by the one driver of this run (``alphazero.fileio.DirectoryLock``)
 
 Every file is replaced by temp file + rename, so a kill at any moment leaves the previous version;
@@ -130,6 +131,7 @@ class RunDirectory:
     replay_dir = property(lambda self: self.path / "replay")
     metrics_path = property(lambda self: self.path / "metrics.jsonl")
     events_path = property(lambda self: self.path / "events.jsonl")
+    tensorboard_dir = property(lambda self: self.path / "tensorboard")
 
     def network_path(self, generation: int) -> Path:
         return self.networks_dir / f"gen-{generation:04d}.pt"

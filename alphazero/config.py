@@ -33,6 +33,16 @@ class SelfPlayConfig:
     max_plies: int = 300  # a game reaching this length is adjudicated a draw
     random_opening_plies: int = 0  # uniformly random first plies, not recorded, for variety
     games_per_call: int = 8  # an actor returns to the driver when this many games have finished
+    # Playout cap randomisation (KataGo): this share of moves gets the full search and is recorded as
+    # a training position; the others get ``fast_simulations``, no root noise, and are only played.
+    full_search_fraction: float = 1.0
+    fast_simulations: int = 8
+    # Resignation: the side to move resigns when its root value stays below ``resign_threshold`` for
+    # ``resign_moves`` of its own moves in a row (-1 disables); ``resign_playout_fraction`` of the
+    # games never resign and measure how often a resignation would have been wrong.
+    resign_threshold: float = -1.0
+    resign_moves: int = 3
+    resign_playout_fraction: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,11 @@ def _validate(config: RunConfig) -> None:
         (config.selfplay.games_per_worker >= 1, "selfplay.games_per_worker must be >= 1"),
         (config.selfplay.games_per_call >= 1, "selfplay.games_per_call must be >= 1"),
         (config.selfplay.max_plies >= 1, "selfplay.max_plies must be >= 1"),
+        (0 < config.selfplay.full_search_fraction <= 1, "selfplay.full_search_fraction must be in (0, 1]"),
+        (config.selfplay.fast_simulations >= 1, "selfplay.fast_simulations must be >= 1"),
+        (-1 <= config.selfplay.resign_threshold <= 1, "selfplay.resign_threshold must be in [-1, 1] (-1: never resign)"),
+        (config.selfplay.resign_moves >= 1, "selfplay.resign_moves must be >= 1"),
+        (0 <= config.selfplay.resign_playout_fraction <= 1, "selfplay.resign_playout_fraction must be in [0, 1]"),
         (config.train.batch_size >= 1, "train.batch_size must be >= 1"),
         (config.train.learning_rate > 0, "train.learning_rate must be > 0"),
         (config.train.window_positions >= config.train.batch_size, "train.window_positions must be >= train.batch_size"),

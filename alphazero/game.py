@@ -16,6 +16,7 @@ INSUFFICIENT_MATERIAL = "insufficient material"
 FIFTY_MOVES = "fifty moves"
 THREEFOLD_REPETITION = "threefold repetition"
 MAX_LENGTH = "max length"
+RESIGNATION = "resignation"  # self-play: the side to move gave up a hopeless position
 
 
 def terminal_status(board: chess.Board, legal_moves: list[chess.Move] | None = None) -> tuple[float, str] | None:

@@ -16,6 +16,19 @@ Selection maximises ``Q(s, a) + U(s, a)`` with
 where ``N(s)`` counts the visits of the node itself (so the first choice already follows the
 priors) and an unvisited child has the first-play-urgency value ``Q(s) - fpu_reduction``.
 
+``algorithm: gumbel`` is Gumbel AlphaZero (Danihelka et al., ICLR 2022; mctx's
+``gumbel_muzero_policy``). At the root: Gumbel-top-k sampling of ``m = min(gumbel_considered, K)``
+actions and sequential halving of the budget over them (each simulation visits the considered action
+with the highest ``g + logits + sigma(q)`` among those with the scheduled visit count); the move
+played is the best survivor by the same score. Below the root, deterministic selection of
+``argmax_a pi'(a) - N(a) / (1 + sum_b N(b))`` with ``pi' = softmax(logits + sigma(completed q))``.
+The policy target is ``pi'`` at the root: ``completed q`` is Q for visited actions and, for
+unvisited ones, the mixed value ``(v + sum_b N(b) * sum_{b visited} P(b) Q(b) / sum_{b visited} P(b))
+/ (1 + sum_b N(b))``; q is min-max normalised over the actions and ``sigma(q) = (c_visit +
+max_b N(b)) * c_scale * q``. No Dirichlet noise and no tree reuse (the schedule assumes a fresh
+root). Every sum over unvisited actions is taken in closed form (they share one completed value),
+so selection still scores only the tried moves plus the best untried one.
+
 Terminal nodes hold the true result (checkmate, stalemate, insufficient material, fifty moves,
 threefold repetition). As in lc0, a position that repeats one earlier *in the same tree* is also
 scored a draw (``twofold_draw``): the side that is better then looks for progress instead of
@@ -67,8 +80,18 @@ class SearchConfig:
     virtual_loss: float = 1.0
     reuse_tree: bool = True
     twofold_draw: bool = True  # a position repeating one earlier in the same tree is a draw (as lc0)
+    algorithm: str = "puct"  # puct (AlphaZero) or gumbel (Gumbel AlphaZero, sequential halving)
+    gumbel_considered: int = 16  # m: root actions sampled by Gumbel-top-k (mctx's default)
+    gumbel_c_visit: float = 50.0  # sigma(q) = (c_visit + max N) * c_scale * q
+    gumbel_c_scale: float = 0.1
 
     def __post_init__(self) -> None:
+        if self.algorithm not in ("puct", "gumbel"):
+            raise ValueError(f"search.algorithm must be puct or gumbel, got {self.algorithm!r}")
+        if self.gumbel_considered < 1:
+            raise ValueError("search.gumbel_considered must be >= 1")
+        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0:
+            raise ValueError("search.gumbel_c_visit must be >= 0 and search.gumbel_c_scale > 0")
         if self.num_simulations < 1:
             raise ValueError("search.num_simulations must be >= 1")
         if self.leaves_per_game < 1:
@@ -93,7 +116,7 @@ class Node:
 
     __slots__ = (
         "moves", "priors", "children", "child_visits", "child_values", "visits", "value_sum",
-        "terminal_value", "pending", "prior_list", "order", "tried", "cursor", "key",
+        "terminal_value", "pending", "prior_list", "order", "tried", "cursor", "key", "raw_value",
     )
 
     def __init__(self) -> None:
@@ -111,10 +134,12 @@ class Node:
         self.tried: list[int] = []  # indices of the moves with a child node, in the order first tried
         self.cursor = 0  # position in ``order`` before which every move has been tried
         self.key: tuple | None = None  # ``position_key`` of the position, set when first reached
+        self.raw_value = 0.0  # the network's value for this node's mover (Gumbel's mixed value)
 
-    def expand(self, priors: np.ndarray) -> None:
+    def expand(self, priors: np.ndarray, value: float = 0.0) -> None:
         count = len(self.moves)
         self.priors = priors
+        self.raw_value = value
         self.children = [None] * count
         self.child_visits = [0] * count
         self.child_values = [0.0] * count
@@ -146,6 +171,9 @@ class GameTree:
         self.root = Node()
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         self.root_priors: np.ndarray | None = None  # the root's priors with this search's noise
+        # Gumbel search: the root's Gumbel draw [K] and visit schedule of the current search.
+        self.gumbel: np.ndarray | None = None
+        self.considered_visits: tuple[int, ...] = ()
 
     def advance(self, move: chess.Move, reuse: bool = True) -> None:
         """Play ``move`` and keep its subtree as the new root when ``reuse`` (noise is redrawn later)."""
@@ -168,9 +196,69 @@ class SearchResult:
     move: chess.Move  # the move chosen (sampled at temperature > 0, else the most visited)
     moves: list[chess.Move]  # the root's legal moves
     visit_counts: np.ndarray  # int64 [K]
-    pi: np.ndarray  # float32 [K], visit distribution over ``moves``, sums to 1
+    pi: np.ndarray  # float32 [K], the policy target over ``moves``, sums to 1 (visits; Gumbel: pi')
     root_value: float  # mean search value for the side to move at the root, in [-1, 1]
     priors: np.ndarray  # float32 [K], the network's priors at the root (no noise)
+
+    target_counts: np.ndarray  # int64 [K], the target as the replay stores it (uint16 weights; see GUMBEL_TARGET_TOTAL)
+
+
+# A Gumbel policy target is dense over the legal moves; the replay stores it as integer weights scaled
+# to this total (uint16), so a move whose weight is below 1 / (2 * total) drops out.
+GUMBEL_TARGET_TOTAL = 60_000
+
+
+def considered_visit_sequence(num_considered: int, num_simulations: int) -> tuple[int, ...]:
+    """Sequential halving's schedule (mctx ``get_sequence_of_considered_visits``).
+
+    Entry ``k`` is the visit count that the root action chosen by simulation ``k`` has before it:
+    ``num_considered`` actions get equal visits in each of ``ceil(log2 m)`` phases, then the better
+    half goes on, down to two.
+    """
+    if num_considered <= 1:
+        return tuple(range(num_simulations))
+    log2max = int(math.ceil(math.log2(num_considered)))
+    sequence: list[int] = []
+    visits = [0] * num_considered
+    considered = num_considered
+    while len(sequence) < num_simulations:
+        extra = max(1, int(num_simulations / (log2max * considered)))
+        for _ in range(extra):
+            sequence.extend(visits[:considered])
+            for i in range(considered):
+                visits[i] += 1
+        considered = max(2, considered // 2)
+    return tuple(sequence[:num_simulations])
+
+
+def completed_q_transform(priors: np.ndarray, visit_counts: np.ndarray, value_sums: np.ndarray, raw_value: float,
+                          c_visit: float, c_scale: float) -> np.ndarray:
+    """``sigma(completed q)`` ``float64 [K]`` for the mover at a node (mctx ``qtransform_completed_by_mix_value``).
+
+    ``priors``, ``visit_counts``, ``value_sums`` are ``[K]`` over the node's legal moves (values for
+    the node's mover); ``raw_value`` is the network's value of the node.
+    """
+    visits = np.asarray(visit_counts, dtype=np.float64)
+    visited = visits > 0
+    q = np.where(visited, np.asarray(value_sums, dtype=np.float64) / np.maximum(visits, 1.0), 0.0)
+    total = visits.sum()
+    mixed = float(raw_value)
+    if total > 0:
+        p = np.maximum(np.asarray(priors, dtype=np.float64), np.finfo(np.float64).tiny)
+        weighted_q = float((p[visited] * q[visited]).sum() / p[visited].sum())
+        mixed = (raw_value + total * weighted_q) / (total + 1.0)
+    completed = np.where(visited, q, mixed)
+    low, high = completed.min(), completed.max()
+    completed = (completed - low) / max(high - low, 1e-8)
+    return (c_visit + visits.max(initial=0.0)) * c_scale * completed
+
+
+def gumbel_policy(priors: np.ndarray, sigma_q: np.ndarray) -> np.ndarray:
+    """``softmax(log P + sigma(completed q))`` ``float32 [K]``: Gumbel AlphaZero's improved policy."""
+    logits = np.log(np.maximum(np.asarray(priors, dtype=np.float64), 1e-30)) + sigma_q
+    logits -= logits.max()
+    weights = np.exp(logits)
+    return (weights / weights.sum()).astype(np.float32)
 
 
 def choose_move_index(visit_counts: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
@@ -194,31 +282,45 @@ class MCTS:
     def search(
         self,
         trees: Sequence[GameTree],
-        add_noise: bool = False,
+        add_noise: bool | Sequence[bool] = False,
         temperature: float | Sequence[float] = 0.0,
-        num_simulations: int | None = None,
+        num_simulations: int | Sequence[int] | None = None,
     ) -> list[SearchResult]:
-        """Run ``num_simulations`` new simulations in every tree; the network sees all games' leaves per call.
+        """Run ``num_simulations`` (one budget, or one per tree) new simulations in every tree.
 
-        ``add_noise`` mixes Dirichlet noise into each root's priors (self-play); ``temperature``
-        (one value, or one per tree) picks the move from the visit counts.
+        The network sees all games' leaves per call. ``add_noise``: PUCT mixes Dirichlet noise into
+        each root's priors, Gumbel draws the root's Gumbel variables (without it they are 0 and the
+        search is deterministic). ``temperature`` (one value, or one per tree) picks PUCT's move
+        from the visit counts; Gumbel picks the best survivor of sequential halving.
         """
         config = self.config
+        gumbel = config.algorithm == "gumbel"
         budget = config.num_simulations if num_simulations is None else num_simulations
+        budgets = [int(budget)] * len(trees) if np.ndim(budget) == 0 else [int(b) for b in budget]
         temperatures = [float(temperature)] * len(trees) if np.ndim(temperature) == 0 else [float(t) for t in temperature]
-        if len(temperatures) != len(trees):
-            raise ValueError("one temperature per tree is needed")
+        noises = [bool(add_noise)] * len(trees) if np.ndim(add_noise) == 0 else [bool(n) for n in add_noise]
+        if not len(temperatures) == len(budgets) == len(noises) == len(trees):
+            raise ValueError("one temperature, one budget and one noise flag per tree are needed")
+        if gumbel:  # sequential halving's schedule assumes a root without visits
+            for tree in trees:
+                if tree.root.priors is not None and sum(tree.root.child_visits) > 0:
+                    tree.root = Node()
         self._expand_roots(trees)
-        for tree in trees:
+        for tree, tree_budget, noise in zip(trees, budgets, noises):
             root = tree.root
-            if add_noise and config.dirichlet_epsilon > 0 and len(root.moves) > 1:
+            if gumbel:
+                count = len(root.moves)
+                tree.root_priors = root.priors
+                tree.gumbel = tree.rng.gumbel(size=count) if noise else np.zeros(count)
+                tree.considered_visits = considered_visit_sequence(min(config.gumbel_considered, count), tree_budget)
+            elif noise and config.dirichlet_epsilon > 0 and len(root.moves) > 1:
                 noise = tree.rng.dirichlet(np.full(len(root.moves), config.dirichlet_alpha))
                 tree.root_priors = ((1 - config.dirichlet_epsilon) * root.priors + config.dirichlet_epsilon * noise).astype(np.float32)
             else:
                 tree.root_priors = root.priors
             root.set_selection_priors(tree.root_priors)
         # A root with one legal move needs no search: pi is certain whatever the simulations say.
-        remaining = [budget if len(tree.root.moves) > 1 else 0 for tree in trees]
+        remaining = [b if len(tree.root.moves) > 1 else 0 for tree, b in zip(trees, budgets)]
         active = [i for i, left in enumerate(remaining) if left > 0]
         while active:
             requests: list[Any] = []
@@ -242,7 +344,7 @@ class MCTS:
             if requests:
                 priors, values = self.evaluator.evaluate(requests)
                 for (leaf, path), leaf_priors, value in zip(leaves, priors, values):
-                    leaf.expand(leaf_priors)
+                    leaf.expand(leaf_priors, float(value))
                     self._backup(leaf, path, float(value))
             active = [i for i in active if remaining[i] > 0]
         return [self._result(tree, temp) for tree, temp in zip(trees, temperatures)]
@@ -268,7 +370,7 @@ class MCTS:
         if requests:
             priors, values = self.evaluator.evaluate(requests)
             for root, root_priors, value in zip(roots, priors, values):
-                root.expand(root_priors)
+                root.expand(root_priors, float(value))
                 root.visits += 1
                 root.value_sum += float(value)
 
@@ -286,6 +388,7 @@ class MCTS:
         c_puct, c_base, fpu_reduction = config.c_puct, config.c_puct_base, config.fpu_reduction
         log, sqrt = math.log, math.sqrt
         twofold = config.twofold_draw
+        gumbel = config.algorithm == "gumbel"
         request = None
         while True:
             if node.terminal_value is not None:
@@ -312,6 +415,19 @@ class MCTS:
                 node.pending = True
                 request = self.evaluator.prepare(board, node.moves)
                 break
+            if gumbel:
+                best_index = self._gumbel_root_index(tree) if node is tree.root else self._gumbel_interior_index(node)
+                children = node.children
+                if children[best_index] is None:
+                    node.tried.append(best_index)
+                    children[best_index] = Node()
+                node.visits += 1
+                node.child_visits[best_index] += 1
+                node.child_values[best_index] -= virtual_loss
+                path.append((node, best_index))
+                board.push(node.moves[best_index])
+                node = children[best_index]
+                continue
             # PUCT: Q + U over the tried moves and the best untried one (all untried share the FPU).
             parent_visits = node.visits
             c = c_puct + log((parent_visits + c_base + 1) / c_base) if c_base > 0 else c_puct
@@ -342,6 +458,82 @@ class MCTS:
             node = children[best_index]
         self._unwind(board, len(path))
         return node, path, request
+
+    def _gumbel_root_index(self, tree: GameTree) -> int:
+        """The considered root action with the scheduled visit count and the best ``g + logits + sigma(q)``."""
+        root = tree.root
+        visits = np.asarray(root.child_visits, dtype=np.int64)
+        simulation = int(visits.sum())
+        schedule = tree.considered_visits
+        target = schedule[simulation] if simulation < len(schedule) else int(visits.max())
+        score = self._gumbel_scores(tree)
+        score[visits != target] = -np.inf
+        return int(np.argmax(score))
+
+    def _gumbel_scores(self, tree: GameTree) -> np.ndarray:
+        """``g + logits + sigma(completed q)`` ``[K]`` at the root (logits shifted to max 0, floored at -1e9)."""
+        root, config = tree.root, self.config
+        sigma_q = completed_q_transform(root.priors, root.child_visits, root.child_values, root.raw_value,
+                                        config.gumbel_c_visit, config.gumbel_c_scale)
+        logits = np.log(np.maximum(np.asarray(root.priors, dtype=np.float64), 1e-30))
+        return np.maximum(-1e9, tree.gumbel + (logits - logits.max()) + sigma_q)
+
+    def _gumbel_interior_index(self, node: Node) -> int:
+        """``argmax pi'(a) - N(a) / (1 + sum N)`` below the root, scoring the tried moves and the best untried one.
+
+        Untried moves share the mixed value as completed Q, so their total weight in the softmax
+        is ``(1 - sum of tried priors) * exp(sigma(v_mix))`` and the best of them is the one with
+        the highest prior.
+        """
+        config = self.config
+        visits, values, priors, tried = node.child_visits, node.child_values, node.prior_list, node.tried
+        children, order, cursor = node.children, node.order, node.cursor
+        count = len(order)
+        while cursor < count and children[order[cursor]] is not None:
+            cursor += 1
+        node.cursor = cursor
+        if not tried:
+            return order[cursor]
+        total = 0
+        prior_tried = weighted = 0.0
+        max_visits = 0
+        qs = []
+        for i in tried:
+            n = visits[i]
+            q = values[i] / n if n else 0.0
+            qs.append(q)
+            total += n
+            if n > max_visits:
+                max_visits = n
+            if n:
+                prior_tried += priors[i]
+                weighted += priors[i] * q
+        mixed = node.raw_value
+        if total and prior_tried > 0:
+            mixed = (node.raw_value + total * weighted / prior_tried) / (total + 1)
+        untried = cursor < count
+        low = min(qs) if not untried else min(min(qs), mixed)
+        high = max(qs) if not untried else max(max(qs), mixed)
+        scale = (config.gumbel_c_visit + max_visits) * config.gumbel_c_scale / max(high - low, 1e-8)
+        sigmas = [(q - low) * scale for q in qs]
+        sigma_mixed = (mixed - low) * scale
+        top = max(max(sigmas), sigma_mixed if untried else -math.inf)
+        exp = math.exp
+        weights = [priors[i] * exp(sigma - top) for i, sigma in zip(tried, sigmas)]
+        untried_weight = max(0.0, 1.0 - sum(priors[i] for i in tried)) * exp(sigma_mixed - top) if untried else 0.0
+        norm = sum(weights) + untried_weight
+        if norm <= 0:
+            norm = 1.0
+        best_index, best_score = -1, -math.inf
+        for i, weight in zip(tried, weights):
+            score = weight / norm - visits[i] / (1 + total)
+            if score > best_score:
+                best_index, best_score = i, score
+        if untried:
+            i = order[cursor]
+            if priors[i] * exp(sigma_mixed - top) / norm > best_score:
+                best_index = i
+        return best_index
 
     @staticmethod
     def _repeats_in_tree(key: tuple, path: list[tuple[Node, int]], halfmove_clock: int) -> bool:
@@ -377,7 +569,19 @@ class MCTS:
         if counts.sum() == 0:  # a single legal move: nothing was searched
             counts = np.ones(len(root.moves), dtype=np.int64) if len(root.moves) == 1 else counts
         pi = (counts / counts.sum()).astype(np.float32)
-        index = choose_move_index(counts, temperature, tree.rng)
+        if self.config.algorithm == "gumbel" and len(root.moves) > 1:
+            config = self.config
+            sigma_q = completed_q_transform(root.priors, root.child_visits, root.child_values, root.raw_value,
+                                            config.gumbel_c_visit, config.gumbel_c_scale)
+            pi = gumbel_policy(root.priors, sigma_q)
+            target_counts = np.rint(pi.astype(np.float64) * GUMBEL_TARGET_TOTAL).astype(np.int64)
+            # The move: the best survivor (most visited) by g + logits + sigma(q).
+            score = self._gumbel_scores(tree)
+            score[counts != counts.max()] = -np.inf
+            index = int(np.argmax(score))
+        else:
+            index = choose_move_index(counts, temperature, tree.rng)
+            target_counts = counts
         return SearchResult(
             move=root.moves[index],
             moves=list(root.moves),
@@ -385,6 +589,7 @@ class MCTS:
             pi=pi,
             root_value=float(np.clip(root.value, -1.0, 1.0)),
             priors=np.asarray(root.priors, dtype=np.float32),
+            target_counts=target_counts,
         )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from alphazero import encoding
 from alphazero.config import SelfPlayConfig
-from alphazero.game import MAX_LENGTH, result_string, terminal_status
+from alphazero.game import MAX_LENGTH, RESIGNATION, result_string, terminal_status
 from alphazero.mcts import MCTS, Evaluator, GameTree, SearchConfig
 from alphazero.replay import GameRecord
 
@@ -35,6 +35,9 @@ class _GameInProgress:
     root_values: list
     movers: list  # chess.Color of the side to move at each recorded position
     network_version: int
+    may_resign: bool = True  # False in the games played out to measure false resignations
+    low_moves: dict | None = None  # per colour: own moves in a row with root value below the threshold
+    would_resign: bool | None = None  # colour that would have resigned (games played out), first time
 
 
 def game_pgn(board: chess.Board, headers: dict[str, str], start_fen: str | None = None) -> str:
@@ -95,44 +98,76 @@ class SelfPlayer:
                 board = chess.Board(start_fen)
                 opening = 0
                 break
+        resigning = self.config.resign_threshold > -1.0
         return _GameInProgress(
             tree=GameTree(board, tree_rng), start_fen=start_fen, opening_plies=opening,
             features=[], actions=[], counts=[], root_values=[], movers=[],
             network_version=self.network_version,
+            may_resign=resigning and self.rng.random() >= self.config.resign_playout_fraction,
+            low_moves={chess.WHITE: 0, chess.BLACK: 0},
         )
 
     def step(self) -> list[GameRecord]:
-        """One move in every running game; returns the games that finished with it."""
+        """One move in every running game; returns the games that finished with it.
+
+        With playout cap randomisation, each move is a full search (noise, recorded) with
+        probability ``full_search_fraction``, else a fast one (``fast_simulations``, no noise,
+        played but not recorded).
+        """
+        config = self.config
         trees = [game.tree for game in self.games]
         temperatures = [
-            1.0 if len(game.tree.board.move_stack) - game.opening_plies < self.config.temperature_plies else 0.0
+            1.0 if len(game.tree.board.move_stack) - game.opening_plies < config.temperature_plies else 0.0
             for game in self.games
         ]
-        results = self.mcts.search(trees, add_noise=True, temperature=temperatures)
+        full = [config.full_search_fraction >= 1.0 or self.rng.random() < config.full_search_fraction
+                for _ in self.games]
+        budgets = [self.search_config.num_simulations if f else config.fast_simulations for f in full]
+        results = self.mcts.search(trees, add_noise=full, temperature=temperatures, num_simulations=budgets)
         finished: list[GameRecord] = []
-        for slot, (game, result) in enumerate(zip(self.games, results)):
+        for slot, (game, result, recorded) in enumerate(zip(self.games, results, full)):
             board = game.tree.board
-            visited = result.visit_counts > 0
-            game.features.append(encoding.board_features(board))
-            game.actions.append(encoding.moves_to_actions(board, [m for m, v in zip(result.moves, visited) if v]))
-            game.counts.append(result.visit_counts[visited])
-            game.root_values.append(result.root_value)
-            game.movers.append(board.turn)
-            game.tree.advance(result.move, reuse=self.search_config.reuse_tree)
+            mover = board.turn
+            if recorded:
+                targets = result.target_counts
+                kept = targets > 0
+                game.features.append(encoding.board_features(board))
+                game.actions.append(encoding.moves_to_actions(board, [m for m, k in zip(result.moves, kept) if k]))
+                game.counts.append(targets[kept])
+                game.root_values.append(result.root_value)
+                game.movers.append(mover)
             self.positions_played += 1
-            status = terminal_status(board)
             reason = None
-            if status is not None:
-                value_for_mover, reason = status
-                # value is for the side to move now; convert to White's point of view
-                white_value = value_for_mover if board.turn == chess.WHITE else -value_for_mover
-            elif len(board.move_stack) >= self.config.max_plies:
-                white_value, reason = 0.0, MAX_LENGTH
+            if self._resigns(game, mover, result.root_value):  # instead of playing its move
+                white_value, reason = (-1.0 if mover == chess.WHITE else 1.0), RESIGNATION
+            else:
+                game.tree.advance(result.move, reuse=self.search_config.reuse_tree)
+                status = terminal_status(board)
+                if status is not None:
+                    value_for_mover, reason = status
+                    # value is for the side to move now; convert to White's point of view
+                    white_value = value_for_mover if board.turn == chess.WHITE else -value_for_mover
+                elif len(board.move_stack) >= config.max_plies:
+                    white_value, reason = 0.0, MAX_LENGTH
             if reason is not None:
                 finished.append(self._record(game, white_value, reason))
                 self.games[slot] = self._new_game()
                 self.games_played += 1
         return finished
+
+    def _resigns(self, game: _GameInProgress, mover: chess.Color, root_value: float) -> bool:
+        """Count the mover's hopeless searches; True when it resigns (never in a played-out game)."""
+        config = self.config
+        if config.resign_threshold <= -1.0:
+            return False
+        game.low_moves[mover] = game.low_moves[mover] + 1 if root_value < config.resign_threshold else 0
+        if game.low_moves[mover] < config.resign_moves:
+            return False
+        if not game.may_resign:
+            if game.would_resign is None:
+                game.would_resign = mover
+            return False
+        return True
 
     def play(self, min_games: int, max_seconds: float | None = None) -> list[GameRecord]:
         """Step until ``min_games`` games have finished (or ``max_seconds`` passed); unfinished games carry over."""
@@ -165,4 +200,14 @@ class SelfPlayer:
             network_version=game.network_version,
             pgn=pgn,
             plies=len(board.move_stack),
+            extra=self._resign_check(game, white_value),
         )
+
+    def _resign_check(self, game: _GameInProgress, white_value: float) -> dict:
+        """For a game played out under resignation: would a resignation have been wrong?"""
+        if self.config.resign_threshold <= -1.0 or game.may_resign:
+            return {}
+        if game.would_resign is None:
+            return {"resign_playout": True}
+        loser_lost = white_value == (-1.0 if game.would_resign == chess.WHITE else 1.0)
+        return {"resign_playout": True, "would_resign": True, "false_resign": not loser_lost}

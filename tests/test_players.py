@@ -36,9 +36,10 @@ def _positions() -> list[chess.Board]:
     return boards
 
 
-@pytest.mark.parametrize("kind", ["random", "greedy", "policy", "mcts"])
+@pytest.mark.parametrize("kind", ["random", "greedy", "policy", "mcts", "gumbel"])
 def test_every_kind_plays_legal_moves_in_a_batch(kind, tiny_net) -> None:
-    spec = {"policy": f"policy:{tiny_net}", "mcts": f"mcts:{tiny_net}?sims=8&cpuct=1.5"}.get(kind, kind)
+    spec = {"policy": f"policy:{tiny_net}", "mcts": f"mcts:{tiny_net}?sims=8&cpuct=1.5",
+            "gumbel": f"mcts:{tiny_net}?sims=8&algorithm=gumbel"}.get(kind, kind)
     player = make_player(spec, seed=0)
     boards = _positions()
     fens = [board.fen() for board in boards]
@@ -89,6 +90,8 @@ def test_bad_network_parameter_is_named(tiny_net) -> None:
         make_player(f"mcts:{tiny_net}?sims=many")
     with pytest.raises(ValueError, match="policy takes no parameters"):
         make_player(f"policy:{tiny_net}?sims=4")
+    with pytest.raises(ValueError, match="algorithm must be puct or gumbel, got 'mcts'"):
+        make_player(f"mcts:{tiny_net}?algorithm=mcts")
 
 
 def test_run_directory_without_state_is_a_clear_error(tmp_path) -> None:

@@ -301,3 +301,75 @@ def test_during_temperature_plies_moves_are_sampled():
             assert played_count > 0  # a sampled move was visited
             not_best += played_count < best_count
     assert not_best > 0
+
+
+# ---------------------------------------------------------------- playout cap randomisation, resignation
+
+
+def test_fast_search_moves_are_played_but_not_recorded() -> None:
+    player = _player(search=SearchConfig(num_simulations=24), full_search_fraction=0.25, fast_simulations=4,
+                     max_plies=60)
+    budgets: list[int] = []
+    noises: list[bool] = []
+    search = player.mcts.search
+
+    def spy(trees, add_noise=False, temperature=0.0, num_simulations=None):
+        budgets.extend(num_simulations)
+        noises.extend(add_noise)
+        return search(trees, add_noise=add_noise, temperature=temperature, num_simulations=num_simulations)
+
+    player.mcts.search = spy
+    games = player.play(1)
+    game = games[0]
+    _, before, _ = _replay(game.pgn)
+    assert len(budgets) == len(before)  # one search per move played
+    full = [i for i, b in enumerate(budgets) if b == 24]
+    assert set(budgets) <= {24, 4} and 0 < len(full) < len(budgets)
+    assert noises == [b == 24 for b in budgets]  # no root noise on fast searches
+    # Exactly the fully searched positions are training positions, in order.
+    assert game.num_positions == len(full)
+    expected = encoding.packed_from_features([encoding.board_features(before[i]) for i in full])
+    assert np.array_equal(game.planes, expected)
+    assert len(game.z) == len(full)
+
+
+class _MaterialValue(UniformEvaluator):
+    """Uniform priors; the value is the material balance for the side to move, squashed to (-1, 1)."""
+
+    def prepare(self, board, moves):
+        values = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9}
+        score = sum(v * (len(board.pieces(p, board.turn)) - len(board.pieces(p, not board.turn))) for p, v in values.items())
+        return len(moves), float(np.tanh(score / 5))
+
+    def evaluate(self, requests):
+        priors, _ = super().evaluate([n for n, _ in requests])
+        return priors, np.array([v for _, v in requests], dtype=np.float32)
+
+
+QUEEN_UP = "4k3/8/8/8/8/8/3Q4/4K3 w - - 0 1"  # White is a queen up: only Black should ever resign
+
+
+def test_resignation_comes_from_the_losing_side_never_the_winning_one() -> None:
+    for seed in range(3):
+        player = _player(search=SearchConfig(num_simulations=16), fen=QUEEN_UP, evaluator=_MaterialValue(), seed=seed,
+                         resign_threshold=-0.8, resign_moves=3, resign_playout_fraction=0.0, max_plies=120)
+        game = player.play(1)[0]
+        _, before, final = _replay(game.pgn)
+        assert game.termination == "resignation" and game.result == "1-0"
+        assert final.turn == chess.BLACK  # Black resigned at its move...
+        assert len(before) >= 5  # ...after three hopeless searches of its own
+        assert game.z[0] == 1 and set(game.z.tolist()) == {1, -1}  # White's positions won, Black's lost
+
+
+def test_games_played_out_under_resignation_measure_false_resignations() -> None:
+    player = _player(search=SearchConfig(num_simulations=16), fen=QUEEN_UP, evaluator=_MaterialValue(),
+                     resign_threshold=-0.8, resign_moves=3, resign_playout_fraction=1.0, max_plies=40)
+    games = player.play(3)
+    assert all(game.termination != "resignation" and game.extra["resign_playout"] for game in games)
+    measured = [game for game in games if game.extra.get("would_resign")]
+    assert measured  # Black's values sank below the threshold (unless it took a hanging queen first)
+    for game in measured:
+        # Black would have resigned: wrong exactly when Black did not lose the game played out.
+        assert game.extra["false_resign"] == (game.result != "1-0")
+    off = _player(fen=QUEEN_UP, max_plies=4).play(1)[0]
+    assert off.extra == {}  # resignation off: nothing to measure

@@ -16,6 +16,7 @@ import torch
 from alphazero.arena import GameResult, Match, Opening, ScheduledGame, book_openings, random_openings
 from alphazero.checkpoint import RunDirectory, append_jsonl
 from alphazero.config import RunConfig
+from alphazero.curves import Curves
 from alphazero.evaluator import NetworkEvaluator
 from alphazero.network import atomic_torch_save, net_from_payload, safe_torch_load, save_network
 from alphazero.players import MCTSPlayer
@@ -69,6 +70,7 @@ class LearnerWorker:
         self.run = RunDirectory(run_dir)
         self.config = config
         self.learner = Learner(config.network, config.train, seed=config.seed)
+        self.curves = Curves(self.run.tensorboard_dir)
         if self.run.learner_path.exists():
             self.learner.load_state_dict(safe_torch_load(self.run.learner_path), str(self.run.learner_path))
         self._load_recent_shards()
@@ -110,6 +112,7 @@ class LearnerWorker:
             "window": self.learner.window.num_positions,
         }
         append_jsonl(self.run.metrics_path, record)
+        self.curves.add("learner", stats.step, {key: value for key, value in record.items() if key != "step"})
         return record
 
     def save_network(self, path: str, metadata: dict[str, Any]) -> str:

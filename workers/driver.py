@@ -41,8 +41,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from alphazero.arena import Opening, match_schedule
 from alphazero.checkpoint import ArenaRecord, PendingArena, RunDirectory, RunState, resume_conflicts
 from alphazero.config import RunConfig
+from alphazero.curves import Curves
 from alphazero.elo import match_result
 from alphazero.fileio import DirectoryLock, LockedError, atomic_write_text
+from alphazero.game import MAX_LENGTH, RESIGNATION
 from alphazero.network import net_from_payload, safe_torch_load
 from alphazero.plots import plot_arena_history
 from alphazero.replay import next_shard_path, read_shard, shard_paths, write_shard
@@ -262,6 +264,34 @@ class SelfPlayPool:
         for slot in self.slots:
             if slot.actor is not None:
                 ray.kill(slot.actor)
+
+
+class _GameStats:
+    """How self-play games ended since the last arena: what the value head learns from, and resignation."""
+
+    def __init__(self) -> None:
+        self.games = self.decisive = self.max_length = self.resigned = self.plies = 0
+        self.playouts = self.would_resign = self.false_resign = 0
+
+    def add(self, games: list) -> None:
+        for game in games:
+            self.games += 1
+            self.plies += game.plies
+            self.decisive += game.result != "1/2-1/2"
+            self.max_length += game.termination == MAX_LENGTH
+            self.resigned += game.termination == RESIGNATION
+            self.playouts += bool(game.extra.get("resign_playout"))
+            self.would_resign += bool(game.extra.get("would_resign"))
+            self.false_resign += bool(game.extra.get("false_resign"))
+
+    def summary(self) -> dict[str, float | int | None]:
+        share = (lambda count: round(count / self.games, 4)) if self.games else (lambda count: None)
+        return {
+            "games": self.games, "decisive": share(self.decisive), "max_length": share(self.max_length),
+            "resigned": share(self.resigned), "mean_plies": round(self.plies / self.games, 1) if self.games else None,
+            "resign_playouts": self.playouts, "would_resign": self.would_resign,
+            "false_resign_rate": round(self.false_resign / self.would_resign, 4) if self.would_resign else None,
+        }
 
 
 class Driver:
@@ -494,6 +524,15 @@ class Driver:
         plot_arena_history(state, run.path / "arena.png")
         run.log_event("arena", **asdict(record), terminations=terminations,
                       processes=len({g.get("pid") for g in games}))
+        games_summary = self.game_stats.summary()
+        run.log_event("selfplay_stats", generation=record.generation, **games_summary)
+        self.game_stats = _GameStats()
+        best_elo = sum(a.elo for a in state.arenas if a.promoted)
+        self.curves.add("arena", record.learner_step, {"elo": record.elo, "elo_low": record.elo_low,
+                                                       "elo_high": record.elo_high, "score": record.score,
+                                                       "promoted": int(promoted), "best_elo_chained": best_elo})
+        self.curves.add("value_targets", record.learner_step,
+                        {k: v for k, v in games_summary.items() if k not in ("games", "resign_playouts")})
         self.progress.message(
             f"[gen {record.generation}] arena {record.wins}-{record.draws}-{record.losses} score {record.score:.3f} "
             f"Elo {record.elo:+.0f} [{record.elo_low:+.0f}, {record.elo_high:+.0f}] -> "
@@ -510,6 +549,10 @@ class Driver:
         games, counters = result
         state, run = self.state, self.run
         self.rates.add(len(games), counters["positions"])
+        self.game_stats.add(games)
+        self.curves.add("selfplay", state.learner_step, {"games_per_s": self.rates.games_per_s(),
+                                                         "positions_per_s": self.rates.positions_per_s(),
+                                                         "actors_running": self.pool.num_running})
         if games:
             path = next_shard_path(run.replay_dir)
             write_shard(path, games)
@@ -587,6 +630,8 @@ class Driver:
         self.arena_failures = 0
         self.last_losses: dict[str, float] = {}
         self.rates = _Rates()
+        self.game_stats = _GameStats()
+        self.curves = Curves(run.tensorboard_dir)
         if state.pending_arena is not None:
             last_arena_step = state.pending_arena.learner_step
             self._start_arena_worker()  # the arena a stop interrupted goes on with its missing games
@@ -657,6 +702,7 @@ class Driver:
                 pass  # the write that failed first is the error the user sees
             self.pool.kill_all()
             ray.kill(self.learner)
+            self.curves.close()
         self.progress.message(self._status())
         self.progress.message(f"stopped: {stop_reason}; run directory {run.path}")
         run.log_event("run_stopped", reason=stop_reason, generation=state.generation, games=state.games)
