@@ -7,6 +7,7 @@ Layout of ``RUN/``::
     learner.pt           learner state: network, optimizer, step, random states
     networks/gen-NNNN.pt every generation's candidate network (gen-0000 is the initial best)
     replay/shard-*.npz   self-play games (``alphazero.replay``)
+    replay/inflight.npz  self-play games not yet finished, per actor slot: a resume continues them
     arena/gen-NNNN.jsonl one line per finished arena game of generation NNNN, appended as it ends
     arena/gen-NNNN.pgn   the games of a decided arena
     metrics.jsonl        one line per learner call: losses, learning rate, samples/s
@@ -131,6 +132,7 @@ class RunDirectory:
     replay_dir = property(lambda self: self.path / "replay")
     metrics_path = property(lambda self: self.path / "metrics.jsonl")
     events_path = property(lambda self: self.path / "events.jsonl")
+    inflight_path = property(lambda self: self.path / "replay" / "inflight.npz")
     tensorboard_dir = property(lambda self: self.path / "tensorboard")
 
     def network_path(self, generation: int) -> Path:

@@ -224,3 +224,49 @@ class ReplayWindow:
             counts = shard.policy_counts[lo:hi].astype(np.float32)
             pi[row, shard.policy_actions[lo:hi]] = counts / counts.sum()
         return encoding.unpack_planes(packed), pi, z, q, known
+
+
+INFLIGHT_FORMAT_VERSION = 1
+
+
+def write_inflight(path: str | os.PathLike, slots: Sequence[Sequence[dict]]) -> None:
+    """Save the self-play games in flight of every actor slot (``SelfPlayer.snapshot`` each), atomically.
+
+    One ``.npz``: the policy targets of all games concatenated (uint16), everything else as JSON.
+    Written by the driver after each play call and before that call's finished games go into a
+    shard, so a game is never both in flight and finished on disk.
+    """
+    games = [dict(game, slot=slot) for slot, slot_games in enumerate(slots) for game in slot_games]
+    meta = [{key: value for key, value in game.items() if key not in ("target_actions", "target_counts")}
+            for game in games]
+    arrays = {
+        "format_version": np.array([INFLIGHT_FORMAT_VERSION], dtype=np.int32),
+        "target_actions": np.concatenate([g["target_actions"] for g in games] or [np.zeros(0)]).astype(np.uint16),
+        "target_counts": np.concatenate([g["target_counts"] for g in games] or [np.zeros(0)]).astype(np.uint16),
+        "meta": np.frombuffer(json.dumps({"num_slots": len(slots), "games": meta}).encode("utf-8"), dtype=np.uint8),
+    }
+    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
+
+
+def read_inflight(path: str | os.PathLike) -> list[list[dict]]:
+    """The games in flight per actor slot (empty if there is no file); a damaged file raises ``ValueError``."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if int(data["format_version"][0]) != INFLIGHT_FORMAT_VERSION:
+                raise ValueError(f"format_version {int(data['format_version'][0])}, expected {INFLIGHT_FORMAT_VERSION}")
+            meta = json.loads(data["meta"].tobytes().decode("utf-8"))
+            actions, counts = data["target_actions"], data["target_counts"]
+        slots: list[list[dict]] = [[] for _ in range(meta["num_slots"])]
+        start = 0
+        for game in meta["games"]:
+            end = start + int(sum(game["target_lengths"]))
+            slots[game.pop("slot")].append(dict(game, target_actions=actions[start:end], target_counts=counts[start:end]))
+            start = end
+        if start != len(actions) or len(actions) != len(counts):
+            raise ValueError("policy targets do not add up")
+        return slots
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, zlib.error, json.JSONDecodeError) as error:
+        raise ValueError(f"games in flight {path} are unreadable or corrupt: {error}") from None

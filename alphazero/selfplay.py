@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import chess
@@ -35,6 +35,7 @@ class _GameInProgress:
     root_values: list
     movers: list  # chess.Color of the side to move at each recorded position
     network_version: int
+    recorded_plies: list = field(default_factory=list)  # len(move_stack) at each recorded position
     may_resign: bool = True  # False in the games played out to measure false resignations
     low_moves: dict | None = None  # per colour: own moves in a row with root value below the threshold
     would_resign: bool | None = None  # colour that would have resigned (games played out), first time
@@ -129,6 +130,7 @@ class SelfPlayer:
             board = game.tree.board
             mover = board.turn
             if recorded:
+                game.recorded_plies.append(len(board.move_stack))
                 targets = result.target_counts
                 kept = targets > 0
                 game.features.append(encoding.board_features(board))
@@ -151,9 +153,67 @@ class SelfPlayer:
                     white_value, reason = 0.0, MAX_LENGTH
             if reason is not None:
                 finished.append(self._record(game, white_value, reason))
-                self.games[slot] = self._new_game()
+                self.games[slot] = None  # type: ignore[call-overload]
                 self.games_played += 1
+        if finished:
+            # A new game in each finished slot, but never more games than the batch (restored games may be more).
+            running = [game for game in self.games if game is not None]
+            self.games = running + [self._new_game() for _ in range(config.games_per_worker - len(running))]
         return finished
+
+    # -- games in flight across a restart ---------------------------------------------------------
+
+    def snapshot(self) -> list[dict]:
+        """The games in flight, as plain data: enough for ``restore`` to continue each where it is.
+
+        Per game: the start position and every move since (as UCI), which plies were recorded with
+        their policy targets and root values, its network version and resignation state. Planes are
+        not kept: ``restore`` recomputes them by replaying the moves.
+        """
+        out = []
+        for game in self.games:
+            board = game.tree.board
+            lengths = [len(a) for a in game.actions]
+            out.append({
+                "start_fen": game.start_fen, "moves": [m.uci() for m in board.move_stack],
+                "opening_plies": game.opening_plies, "recorded_plies": list(game.recorded_plies),
+                "target_lengths": lengths,
+                "target_actions": np.concatenate(game.actions).astype(np.uint16) if lengths else np.zeros(0, np.uint16),
+                "target_counts": np.concatenate(game.counts).astype(np.uint16) if lengths else np.zeros(0, np.uint16),
+                "root_values": [float(v) for v in game.root_values], "network_version": game.network_version,
+                "may_resign": game.may_resign, "low_moves": [game.low_moves[chess.WHITE], game.low_moves[chess.BLACK]],
+                "would_resign": None if game.would_resign is None else bool(game.would_resign),
+            })
+        return out
+
+    def restore(self, snapshots: list[dict]) -> None:
+        """Continue the games of ``snapshots`` (from ``snapshot``) in place of fresh ones."""
+        restored = []
+        for snap in snapshots:
+            board = chess.Board(snap["start_fen"])
+            recorded = set(snap["recorded_plies"])
+            features, movers = [], []
+            for uci in snap["moves"]:
+                if len(board.move_stack) in recorded:
+                    features.append(encoding.board_features(board))
+                    movers.append(board.turn)
+                board.push_uci(uci)
+            offsets = np.concatenate(([0], np.cumsum(snap["target_lengths"]))).astype(np.int64)
+            actions = [snap["target_actions"][a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+            counts = [snap["target_counts"][a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+            if len(features) != len(snap["recorded_plies"]) or len(actions) != len(features):
+                raise ValueError("a game in flight does not replay to its recorded positions")
+            restored.append(_GameInProgress(
+                tree=GameTree(board, np.random.default_rng(int(self.rng.integers(2**63)))),
+                start_fen=snap["start_fen"], opening_plies=snap["opening_plies"], features=features,
+                actions=actions, counts=counts, root_values=list(snap["root_values"]), movers=movers,
+                network_version=snap["network_version"], recorded_plies=list(snap["recorded_plies"]),
+                may_resign=snap["may_resign"],
+                low_moves={chess.WHITE: snap["low_moves"][0], chess.BLACK: snap["low_moves"][1]},
+                would_resign=snap["would_resign"],
+            ))
+        fresh = self.games[: max(0, self.config.games_per_worker - len(restored))]
+        self.games = restored + fresh
 
     def _resigns(self, game: _GameInProgress, mover: chess.Color, root_value: float) -> bool:
         """Count the mover's hopeless searches; True when it resigns (never in a played-out game)."""

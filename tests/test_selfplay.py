@@ -373,3 +373,43 @@ def test_games_played_out_under_resignation_measure_false_resignations() -> None
         assert game.extra["false_resign"] == (game.result != "1-0")
     off = _player(fen=QUEEN_UP, max_plies=4).play(1)[0]
     assert off.extra == {}  # resignation off: nothing to measure
+
+
+def test_games_in_flight_survive_a_restart_through_the_file(tmp_path) -> None:
+    from alphazero.replay import read_inflight, write_inflight
+
+    config = dict(games_per_worker=3, max_plies=60, temperature_plies=10, full_search_fraction=0.5,
+                  fast_simulations=2)
+    search = SearchConfig(num_simulations=6)
+    first = _player(search=search, seed=4, **config)
+    for _ in range(7):
+        first.step()
+    snapshot = first.snapshot()
+    write_inflight(tmp_path / "inflight.npz", [snapshot, []])
+    slots = read_inflight(tmp_path / "inflight.npz")
+    assert len(slots) == 2 and slots[1] == [] and len(slots[0]) == 3
+
+    second = _player(search=search, seed=99, **config)
+    second.restore(slots[0])
+    for before, after in zip(first.games, second.games):
+        assert after.tree.board.move_stack == before.tree.board.move_stack
+        assert after.features == before.features and after.movers == before.movers
+        assert all(np.array_equal(a, b) for a, b in zip(after.actions, before.actions))
+        assert all(np.array_equal(a, b) for a, b in zip(after.counts, before.counts))
+    prefixes = {tuple(m.uci() for m in g.tree.board.move_stack): g for g in first.games}
+    checked = 0
+    for game in second.play(3):
+        moves = tuple(m.uci() for m in _moves(game.pgn))
+        for prefix, begun in prefixes.items():
+            if moves[: len(prefix)] == prefix and len(begun.features):
+                # Positions recorded before the restart are in the finished game, targets and all.
+                count = len(begun.features)
+                assert np.array_equal(game.planes[:count], encoding.packed_from_features(begun.features))
+                assert np.array_equal(game.policy_actions[: game.policy_offsets[count]], np.concatenate(begun.actions))
+                checked += 1
+    assert checked  # games begun by the first player were finished by the second
+
+
+def _moves(pgn: str) -> list[chess.Move]:
+    game = chess.pgn.read_game(io.StringIO(pgn))
+    return list(game.mainline_moves())

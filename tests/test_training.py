@@ -368,6 +368,8 @@ def test_chaos_sigkills_at_random_moments_lose_nothing_and_arenas_complete(tmp_p
     resumes = [e for e in events if e["event"] == "run_resumed"]
     # A kill may land before a resumed driver has logged anything; the last one was mid-arena.
     assert 1 <= len(resumes) <= 3 and resumes[-1]["pending_arena"] is not None
+    # Self-play games in flight at a kill were continued by the next driver.
+    assert any(e["event"] == "inflight_restored" and e["games"] > 0 for e in events)
     assert [a["generation"] for a in state["arenas"]] == [1, 2, 3, 4] and state["pending_arena"] is None
     on_disk = _arena_games_on_disk(run_dir)
     for arena in state["arenas"]:

@@ -38,10 +38,13 @@ def _node_info() -> dict[str, Any]:
 class SelfPlayWorker:
     """Plays self-play games with the newest promoted weights it was given."""
 
-    def __init__(self, config: RunConfig, weights: dict[str, Any], version: int, seed: int) -> None:
+    def __init__(self, config: RunConfig, weights: dict[str, Any], version: int, seed: int,
+                 inflight: list[dict] | None = None) -> None:
         torch.set_num_threads(config.workers.torch_threads_per_worker)
         self.evaluator = NetworkEvaluator(net_from_payload(weights), device="auto")
         self.player = SelfPlayer(self.evaluator, config.search, config.selfplay, seed=seed, network_version=version)
+        if inflight:  # games a stopped run or a dead actor left unfinished
+            self.player.restore(inflight)
         self.version = version
 
     def info(self) -> dict[str, Any]:
@@ -56,10 +59,15 @@ class SelfPlayWorker:
         return version
 
     def play(self, min_games: int, max_seconds: float | None = None) -> tuple[list, dict[str, Any]]:
-        """Play until ``min_games`` games finish or ``max_seconds`` pass; returns (GameRecords, counters)."""
+        """Play until ``min_games`` games finish or ``max_seconds`` pass.
+
+        Returns the finished ``GameRecord``s and counters, with ``inflight``: the games still being
+        played (``SelfPlayer.snapshot``), which the driver saves so a stop loses none of them.
+        """
         before = self.player.positions_played
         games = self.player.play(min_games, max_seconds)
-        return games, {"positions": self.player.positions_played - before, "version": self.version}
+        return games, {"positions": self.player.positions_played - before, "version": self.version,
+                       "inflight": self.player.snapshot()}
 
 
 class LearnerWorker:

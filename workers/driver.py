@@ -11,7 +11,8 @@ between moves.
 What a cluster does to a run, and what the driver does about it:
 
 - **Kill of the driver (preemption)**: everything is on disk (``alphazero.checkpoint``); ``--resume``
-  goes on from there, including the arena in flight, whose finished games were saved one by one.
+  goes on from there: the self-play games in flight (saved after every play call, at most 15 s old)
+  and the arena in flight (each game saved as it ends) continue where they were.
 - **Two drivers**: the run directory's lock (``RUN/.train.lock``) admits one; the second exits 2
   naming the host and PID of the first.
 - **A dead actor or a lost node**: ``SelfPlayPool`` replaces dead self-play actors without
@@ -47,7 +48,7 @@ from alphazero.fileio import DirectoryLock, LockedError, atomic_write_text
 from alphazero.game import MAX_LENGTH, RESIGNATION
 from alphazero.network import net_from_payload, safe_torch_load
 from alphazero.plots import plot_arena_history
-from alphazero.replay import next_shard_path, read_shard, shard_paths, write_shard
+from alphazero.replay import next_shard_path, read_inflight, read_shard, shard_paths, write_inflight, write_shard
 from workers import cluster
 from workers.actors import ArenaWorker, LearnerWorker, SelfPlayWorker, arena_openings
 
@@ -184,7 +185,7 @@ class SelfPlayPool:
         cls = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker, max_restarts=0)(SelfPlayWorker)
         seed = config.seed * 1_000_003 + driver.state.games * 7919 + index
         slot.actor = cls.options(scheduling_strategy="SPREAD").remote(
-            config, driver.best_ref, driver.state.network_version, seed)
+            config, driver.best_ref, driver.state.network_version, seed, driver.inflight[index])
         slot.version = driver.state.network_version
         slot.running, slot.since, slot.retry_at = False, time.monotonic(), None
         driver.submit(slot.actor.info.remote(), "start", index)
@@ -304,8 +305,6 @@ class Driver:
         self.lock: DirectoryLock | None = None
         if resume and not self.run.state_path.exists():
             raise RunError(f"--resume: {self.run.path} holds no run (no state.json)")
-        if not resume and self.run.exists():
-            raise RunError(f"{self.run.path} already holds a run; pass --resume to continue it or pick a new --run-dir")
         try:  # before anything is read: another driver may be writing
             self.lock = self.run.lock()
         except LockedError as error:
@@ -314,7 +313,7 @@ class Driver:
             if resume:
                 self._read_for_resume(config)
             else:
-                if self.run.exists():  # created by a driver that held the lock just before us
+                if self.run.exists():
                     raise RunError(f"{self.run.path} already holds a run; pass --resume to continue it or pick a new --run-dir")
                 self.state = RunState()
         except BaseException:
@@ -339,6 +338,10 @@ class Driver:
             candidate = self.run.networks_dir / self.state.pending_arena.candidate
             net_from_payload(safe_torch_load(candidate), str(candidate))
             self.run.read_arena_games(self.state.pending_arena.generation)
+        try:
+            read_inflight(self.run.inflight_path)
+        except ValueError as error:
+            raise RunError(f"{error}; delete it to resume without the games it holds") from None
         learner_state = safe_torch_load(self.run.learner_path)
         if not isinstance(learner_state, dict) or learner_state.get("format") != "alphazero-chess-learner":
             raise RunError(f"{self.run.learner_path}: not a learner state file")
@@ -358,6 +361,16 @@ class Driver:
             games += shard.num_games
             positions += shard.num_positions
         self.state.games, self.state.positions = games, positions
+
+    def _deal_inflight(self) -> list[list[dict]]:
+        """The saved games in flight, dealt round-robin to this run's self-play slots (their number may have changed)."""
+        games = [game for slot in read_inflight(self.run.inflight_path) for game in slot]
+        slots: list[list[dict]] = [[] for _ in range(self.config.workers.num_selfplay_workers)]
+        for number, game in enumerate(games):
+            slots[number % len(slots)].append(game)
+        if games:
+            self.run.log_event("inflight_restored", games=len(games))
+        return slots
 
     def submit(self, ref: Any, kind: str, index: int) -> None:
         """Wait for ``ref`` in the main loop; its result goes to the handler of ``kind``."""
@@ -548,6 +561,10 @@ class Driver:
             return
         games, counters = result
         state, run = self.state, self.run
+        # Games in flight first, finished games second: a kill in between loses this call's finished
+        # games, but no game can ever be both finished on disk and continued again.
+        self.inflight[index] = counters["inflight"]
+        write_inflight(run.inflight_path, self.inflight)
         self.rates.add(len(games), counters["positions"])
         self.game_stats.add(games)
         self.curves.add("selfplay", state.learner_step, {"games_per_s": self.rates.games_per_s(),
@@ -624,6 +641,7 @@ class Driver:
             run.write_state(state)
         state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
         self.best_ref = ray.put(safe_torch_load(run.network_path(state.best_generation)))
+        self.inflight = self._deal_inflight()
         self.pool = SelfPlayPool(self)
         self.pool.start_all()
         self.train_ref = self.train_learner = None
