@@ -3,13 +3,17 @@
 ========================================================= ==================================================
 spec                                                      player
 ========================================================= ==================================================
-``mcts:PATH?sims=N&cpuct=C``                              network with search; PATH a network file or a run
-                                                          directory (its current best network)
+``mcts:PATH?sims=N&cpuct=C&algorithm=A``                  network with search (A: puct, the default, or gumbel);
+                                                          PATH a network file or a run directory (its
+                                                          current best network)
 ``policy:PATH``                                           the raw network policy, most probable legal move
 ``random``                                                uniformly random legal move
 ``greedy``                                                mate in one, else the capture that wins the most
                                                           material, else random
 ``uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D`` any UCI engine with options and limits
+``ab:material?depth=D&movetime=MS&nodes=N&hash=MB``       alpha-beta on the compiled board, material and
+                                                          PeSTO tables (``alphazero.search.ab_player``);
+                                                          no limit given: 100 ms a move
 ========================================================= ==================================================
 
 Every player answers ``choose_moves(boards)`` for many games at once (the network players batch
@@ -116,7 +120,7 @@ class PolicyPlayer:
 
 
 class MCTSPlayer:
-    """The network with PUCT search: no noise, most visited move, all games in one batched search."""
+    """The network with search (PUCT or Gumbel): no noise, all games in one batched search."""
 
     def __init__(self, net: PolicyValueNet, search: SearchConfig, name: str = "mcts", device: str = "cpu") -> None:
         self.name = name
@@ -230,8 +234,12 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 changes["num_simulations"] = int(_number(spec, key, value, int))
             elif key in ("cpuct", "c_puct"):
                 changes["c_puct"] = float(_number(spec, key, value, float))
+            elif key == "algorithm":
+                if value not in ("puct", "gumbel"):
+                    raise ValueError(f"player spec {spec!r}: algorithm must be puct or gumbel, got {value!r}")
+                changes["algorithm"] = value
             else:
-                raise ValueError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct)")
+                raise ValueError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm)")
         try:
             net = load_network(resolve_network_path(path))
         except ValueError as error:
@@ -261,4 +269,8 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
         if not limits:
             limits["time"] = 0.1
         return UCIPlayer(command, options, chess.engine.Limit(**limits), name=spec)
-    raise ValueError(f"player spec {spec!r}: unknown kind {kind!r} (known: mcts, policy, random, greedy, uci)")
+    if kind == "ab":
+        from alphazero.search.ab_player import make_ab_player  # numba loads only when asked for
+
+        return make_ab_player(spec)
+    raise ValueError(f"player spec {spec!r}: unknown kind {kind!r} (known: mcts, policy, random, greedy, uci, ab)")

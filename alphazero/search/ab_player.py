@@ -1,0 +1,88 @@
+"""The ``ab:`` player: alpha-beta on the compiled board, made from a spec string.
+
+Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB`` (``alphazero.players.make_player``
+hands it here) and the player that answers ``choose_moves``. Knows nothing of torch, so it does not
+import ``alphazero.players`` (which does); it satisfies that module's ``Player`` protocol.
+
+Limits combine: the search stops at whichever of depth, nodes or move time comes first. With none
+given it thinks 100 ms a move, as a ``uci:`` player does. Games are searched one after another on
+one core; the transposition table is kept from move to move (entries age, see ``alphabeta``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import chess
+
+from alphazero.search.alphabeta import MAX_PLY, AlphaBeta, SearchInfo
+from alphazero.search.evals import EVALS
+
+DEFAULT_MOVETIME_MS = 100.0
+_PARAMETERS = {"depth": int, "movetime": float, "nodes": int, "hash": float}
+
+
+class ABPlayer:
+    """An alpha-beta searcher as a player; ``last_info()`` reports its last search."""
+
+    def __init__(self, eval_name: str = "material", depth: int | None = None, movetime_ms: float | None = None,
+                 nodes: int | None = None, hash_mb: float = 16, name: str | None = None) -> None:
+        self.name = name or f"ab:{eval_name}"
+        if depth is None and movetime_ms is None and nodes is None:
+            movetime_ms = DEFAULT_MOVETIME_MS
+        self.depth, self.movetime_ms, self.nodes = depth, movetime_ms, nodes
+        self.search = AlphaBeta(eval_name, tt_mb=hash_mb)
+        self._last = SearchInfo()
+
+    def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
+        moves = []
+        for board in boards:
+            move, self._last = self.search.search(board, depth=self.depth, nodes=self.nodes,
+                                                  movetime_ms=self.movetime_ms)
+            moves.append(move)
+        return moves
+
+    def last_info(self) -> SearchInfo:
+        """Depth, seldepth, score (cp or mate), nodes, nps, time and PV (UCI) of the last search."""
+        return self._last
+
+    def close(self) -> None:
+        pass
+
+
+def parse_ab_spec(spec: str) -> dict:
+    """``ab:EVAL?key=value&...`` as ``ABPlayer`` keyword arguments; ``ValueError`` names the fault."""
+    kind, _, rest = spec.strip().partition(":")
+    if kind.lower() != "ab":
+        raise ValueError(f"player spec {spec!r}: not an ab: spec")
+    eval_name, _, query = rest.partition("?")
+    eval_name = eval_name.strip()
+    if not eval_name:
+        raise ValueError(f"player spec {spec!r}: missing evaluation (ab:EVAL, known: {', '.join(EVALS)})")
+    if eval_name not in EVALS:
+        raise ValueError(f"player spec {spec!r}: unknown evaluation {eval_name!r} (known: {', '.join(EVALS)})")
+    values: dict[str, float | int] = {}
+    for part in filter(None, query.split("&")):
+        key, equals, text = part.partition("=")
+        key, text = key.strip(), text.strip()
+        if not equals:
+            raise ValueError(f"player spec {spec!r}: parameter {part!r} is not name=value")
+        if key not in _PARAMETERS:
+            raise ValueError(f"player spec {spec!r}: unknown parameter {key!r} (known: {', '.join(_PARAMETERS)})")
+        kind_of = _PARAMETERS[key]
+        try:
+            number = kind_of(text)
+        except ValueError:
+            raise ValueError(f"player spec {spec!r}: {key}={text!r} is not a valid {kind_of.__name__}") from None
+        if not number > 0 or number == float("inf"):
+            raise ValueError(f"player spec {spec!r}: {key} must be a positive finite number")
+        values[key] = number
+    if values.get("depth", 0) > MAX_PLY - 8:
+        raise ValueError(f"player spec {spec!r}: depth must be at most {MAX_PLY - 8}")
+    return {"eval_name": eval_name, "depth": values.get("depth"), "movetime_ms": values.get("movetime"),
+            "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16)}
+
+
+def make_ab_player(spec: str) -> ABPlayer:
+    """The player for an ``ab:`` spec (the table row in ``alphazero.players``)."""
+    return ABPlayer(**parse_ab_spec(spec), name=spec.strip())

@@ -1,0 +1,574 @@
+"""Alpha-beta search on the compiled board: iterative deepening, PVS, a transposition table.
+
+Owns the search: the compiled negamax (principal variation search, fail-soft), quiescence, move
+ordering, the transposition table and the Python driver ``AlphaBeta`` that deepens iteratively and
+reports each iteration. Knows the position only as ``alphazero.board.kernel``'s arrays and the
+evaluation only through the seam of ``alphazero.search.evals``; knows nothing of torch or Ray.
+
+Scores are centipawns for the side to move at the node. A mate is ``MATE - plies`` from the root for
+the winner (so a shorter mate scores higher and a longer loss less badly); ``|score| > MATE_BOUND``
+marks one. Draws (repetition of an earlier position, fifty moves, insufficient material, stalemate)
+score 0. A first repetition counts as a draw inside the search, the usual engine shortcut.
+
+Per node: transposition-table probe (cut-offs at non-PV nodes only), check extension, null-move
+pruning, legal moves ordered TT move > captures by MVV/LVA and queen promotions > two killers >
+history (under-promotions last), PVS with late-move reductions, and at depth 0 a quiescence search
+over captures and queen promotions (all moves when in check) with stand-pat.
+
+Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
+full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
+mates stored relative to the node, 32-39 depth, 40-41 bound, 42-49 search age). Replacement: the
+first slot of a bucket is depth-preferred (overwritten by the same key, an equal or deeper search,
+or an entry from an earlier search), the second always-replace (takes what the first refused).
+A TT move is only ever used to order the legal moves just generated, so a wrong one cannot be played.
+
+Scratch arrays (owned by ``AlphaBeta``, reused across searches), ``P = MAX_PLY``:
+``moves`` / ``order`` [P, MAX_MOVES] int32 (move lists and their ordering scores per ply),
+``pv`` [P, P] int32 and ``pv_len`` [P] int64 (triangular principal variation), ``killers`` [P, 2]
+int32, ``history`` [2, 64, 64] int32 (side, from, to), ``info`` [INFO_SIZE] int64 (counters, limits,
+options; ``I_*`` below).
+
+Stops: on depth (the driver's loop), on nodes (checked at every node), on time (``monotonic_ns``
+against the deadline in ``info`` every 1024 nodes, inside compiled code). A stopped iteration's
+score is discarded; its best root move is kept only if it was fully searched and beat the previous.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import chess
+import numpy as np
+from numba import njit
+
+from alphazero.board import kernel as K
+from alphazero.board.bits import monotonic_ns
+from alphazero.board.kernel import (
+    EMPTY, NO_MOVE, PAWN, QUEEN, ST_EP, ST_HALFMOVE, ST_PLY, ST_SIDE, U_MOVE, generate_moves, in_check,
+    insufficient_material, is_repeated, make_move, make_null, non_pawn_pieces, unmake_move,
+    unmake_null,
+)
+from alphazero.board.position import Position, move_to_chess
+from alphazero.search.evals import EVALS, eval_root, evaluate
+
+MAX_PLY = 128
+MATE = 32000
+INF = 32001
+MATE_BOUND = MATE - MAX_PLY
+
+I_NODES, I_NODE_LIMIT, I_DEADLINE, I_STOPPED, I_SELDEPTH, I_AGE, I_OPTIONS, I_EVAL, I_QNODES = range(9)
+INFO_SIZE = 16
+OPT_NULL_MOVE, OPT_LMR = 1, 2
+
+BOUND_UPPER, BOUND_LOWER, BOUND_EXACT = 1, 2, 3
+_MASK16 = np.uint64(0xFFFF)
+_MASK8 = np.uint64(0xFF)
+_MASK2 = np.uint64(3)
+_SH16, _SH32, _SH40, _SH42 = np.uint64(16), np.uint64(32), np.uint64(40), np.uint64(42)
+_ZERO = np.uint64(0)
+
+# Ordering scores: all tactical moves above killers above history.
+_TT_SCORE = 1 << 30
+_TACTICAL = 1 << 26
+_KILLER = 1 << 25
+_HISTORY_CAP = 1 << 24
+_UNDER_PROMOTION = -(1 << 20)
+
+# Late-move reductions by [depth, move index]: the usual log * log shape.
+LMR_TABLE = np.zeros((64, 64), np.int64)
+for _d in range(1, 64):
+    for _i in range(1, 64):
+        LMR_TABLE[_d, _i] = max(1, int(0.75 + math.log(_d) * math.log(_i) / 2.25))
+
+
+# ----------------------------------------------------------------------------------------------
+# Transposition table
+
+@njit(cache=True)
+def tt_probe(tt, key):
+    """Row of ``key``'s entry in ``tt``, or -1."""
+    row = np.int64(key & np.uint64(tt.shape[0] // 2 - 1)) * 2
+    if tt[row, 0] == key and tt[row, 1] != _ZERO:
+        return row
+    if tt[row + 1, 0] == key and tt[row + 1, 1] != _ZERO:
+        return row + 1
+    return -1
+
+
+@njit(cache=True, inline="always")
+def tt_move(data):
+    return np.int64(data & _MASK16)
+
+
+@njit(cache=True, inline="always")
+def tt_score(data):
+    return np.int64((data >> _SH16) & _MASK16) - 32768
+
+
+@njit(cache=True, inline="always")
+def tt_depth(data):
+    return np.int64((data >> _SH32) & _MASK8)
+
+
+@njit(cache=True, inline="always")
+def tt_bound(data):
+    return np.int64((data >> _SH40) & _MASK2)
+
+
+@njit(cache=True, inline="always")
+def tt_age(data):
+    return np.int64((data >> _SH42) & _MASK8)
+
+
+@njit(cache=True)
+def tt_store(tt, key, move, score, depth, bound, age):
+    row = np.int64(key & np.uint64(tt.shape[0] // 2 - 1)) * 2
+    old = tt[row, 1]
+    if not (tt[row, 0] == key or depth >= tt_depth(old) or tt_age(old) != age):
+        row += 1
+    if move == NO_MOVE and tt[row, 0] == key:
+        move = tt_move(tt[row, 1])  # keep the best move known for this position
+    tt[row, 0] = key
+    tt[row, 1] = (np.uint64(move) | np.uint64(score + 32768) << _SH16 | np.uint64(min(depth, 255)) << _SH32
+                  | np.uint64(bound) << _SH40 | np.uint64(age & 255) << _SH42)
+
+
+@njit(cache=True, inline="always")
+def _to_tt(score, ply):
+    if score > MATE_BOUND:
+        return score + ply
+    if score < -MATE_BOUND:
+        return score - ply
+    return score
+
+
+@njit(cache=True, inline="always")
+def _from_tt(score, ply):
+    if score > MATE_BOUND:
+        return score - ply
+    if score < -MATE_BOUND:
+        return score + ply
+    return score
+
+
+# ----------------------------------------------------------------------------------------------
+# Search
+
+@njit(cache=True)
+def _poll(info):
+    """Count a node; set ``I_STOPPED`` on the node limit or (every 1024 nodes) the deadline.
+    Once stopped, nothing more is counted, so a node limit is never exceeded."""
+    if info[I_STOPPED]:
+        return True
+    nodes = info[I_NODES] + 1
+    info[I_NODES] = nodes
+    if nodes >= info[I_NODE_LIMIT]:
+        info[I_STOPPED] = 1
+    elif (nodes & 1023) == 0 and info[I_DEADLINE] > 0 and monotonic_ns() >= info[I_DEADLINE]:
+        info[I_STOPPED] = 1
+    return info[I_STOPPED] != 0
+
+
+@njit(cache=True)
+def _tactical_value(sq, st, move):
+    """MVV/LVA score of a capture or queen promotion (0 for a quiet move, < 0 an under-promotion)."""
+    start = move & 63
+    end = (move >> 6) & 63
+    promotion = move >> 12
+    attacker = sq[start] % 6
+    victim = sq[end]
+    value = 0
+    if victim != EMPTY:
+        value = 16 * (victim % 6 + 1) - attacker
+    elif attacker == PAWN and end == st[ST_EP]:
+        value = 16 - PAWN
+    if promotion == QUEEN:
+        value += 16 * 5
+    elif promotion:
+        return _UNDER_PROMOTION
+    return value
+
+
+@njit(cache=True)
+def _score_moves(sq, st, moves, order, n, hash_move, killers, history, ply):
+    side = st[ST_SIDE]
+    for i in range(n):
+        move = moves[i]
+        if move == hash_move:
+            order[i] = _TT_SCORE
+            continue
+        value = _tactical_value(sq, st, move)
+        if value > 0:
+            order[i] = _TACTICAL + value
+        elif value < 0:
+            order[i] = value
+        elif move == killers[ply, 0]:
+            order[i] = _KILLER
+        elif move == killers[ply, 1]:
+            order[i] = _KILLER - 1
+        else:
+            order[i] = history[side, move & 63, (move >> 6) & 63]
+
+
+@njit(cache=True, inline="always")
+def _pick(moves, order, i, n):
+    """Swap the best-ordered move of ``i..n-1`` into place ``i`` (selection: most nodes cut early)."""
+    best = i
+    for j in range(i + 1, n):
+        if order[j] > order[best]:
+            best = j
+    if best != i:
+        moves[i], moves[best] = moves[best], moves[i]
+        order[i], order[best] = order[best], order[i]
+    return moves[i]
+
+
+@njit(cache=True)
+def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alpha, beta, ply):
+    """Quiescence: stand pat, then captures and queen promotions (every move when in check)."""
+    pv_len[ply] = ply
+    if _poll(info):
+        return 0
+    info[I_QNODES] += 1
+    if ply > info[I_SELDEPTH]:
+        info[I_SELDEPTH] = ply
+    kind = info[I_EVAL]
+    if ply >= MAX_PLY - 1:
+        return evaluate(kind, bb, sq, st, undo, ply, params, acc)
+    checked = in_check(bb, st)
+    if checked:
+        best = -MATE + ply
+        n = generate_moves(bb, sq, st, moves[ply], False)
+        if n == 0:
+            return best
+    else:
+        best = evaluate(kind, bb, sq, st, undo, ply, params, acc)
+        if best >= beta:
+            return best
+        if best > alpha:
+            alpha = best
+        n = generate_moves(bb, sq, st, moves[ply], True)
+    row_moves = moves[ply]
+    row_order = order[ply]
+    for i in range(n):
+        value = _tactical_value(sq, st, row_moves[i])
+        row_order[i] = value + (_TACTICAL if value > 0 else 0)
+    for i in range(n):
+        move = _pick(row_moves, row_order, i, n)
+        make_move(bb, sq, st, keys, undo, move)
+        score = -quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, -beta, -alpha, ply + 1)
+        unmake_move(bb, sq, st, undo)
+        if info[I_STOPPED]:
+            return 0
+        if score > best:
+            best = score
+            if score > alpha:
+                alpha = score
+                if score >= beta:
+                    break
+    return best
+
+
+@njit(cache=True)
+def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info, params, acc,
+            depth, alpha, beta, ply):
+    """Principal variation search to ``depth`` plies (fail-soft); the root is ``ply`` 0.
+
+    Recursive calls pass no literal arguments: numba compiles a literal (``True``, ``1``) in a
+    recursive call as its own specialisation, and a cached one then fails to load."""
+    if depth <= 0 and not in_check(bb, st):
+        return quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alpha, beta, ply)
+    pv_len[ply] = ply
+    if _poll(info):
+        return 0
+    if ply > info[I_SELDEPTH]:
+        info[I_SELDEPTH] = ply
+    kind = info[I_EVAL]
+    root = ply == 0
+    if not root:
+        if is_repeated(st, keys) or insufficient_material(bb):
+            return 0
+        # Mate distance pruning: no line from here beats a mate already found nearer the root.
+        if alpha < -MATE + ply:
+            alpha = -MATE + ply
+        if beta > MATE - ply - 1:
+            beta = MATE - ply - 1
+        if alpha >= beta:
+            return alpha
+        if ply >= MAX_PLY - 1:
+            return evaluate(kind, bb, sq, st, undo, ply, params, acc)
+    checked = in_check(bb, st)
+    if checked:
+        depth += 1  # check extension: forcing lines are seen to their end
+    pv_node = beta - alpha > 1
+    key = keys[st[ST_PLY]]
+    age = info[I_AGE]
+
+    hash_move = NO_MOVE
+    row = tt_probe(tt, key)
+    if row >= 0:
+        data = tt[row, 1]
+        hash_move = tt_move(data)
+        if not root and not pv_node and tt_depth(data) >= depth:
+            score = _from_tt(tt_score(data), ply)
+            bound = tt_bound(data)
+            if bound == BOUND_EXACT or (bound == BOUND_LOWER and score >= beta) or \
+                    (bound == BOUND_UPPER and score <= alpha):
+                return score
+
+    options = info[I_OPTIONS]
+    side = st[ST_SIDE]
+    if (options & OPT_NULL_MOVE) and not root and not pv_node and not checked and depth >= 3 \
+            and undo[st[ST_PLY] - 1, U_MOVE] != NO_MOVE and beta < MATE_BOUND \
+            and non_pawn_pieces(bb, side) >= 2 and evaluate(kind, bb, sq, st, undo, ply, params, acc) >= beta:
+        # Null move: if passing still fails high, a real move would too. Not in zugzwang, where
+        # passing is the best "move": likeliest with few pieces, hence at least two besides pawns
+        # (Morphy's mate in two, a zugzwang against a lone bishop, is in the tests).
+        reduction = 3 if depth >= 6 else 2
+        make_null(st, keys, undo)
+        score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                         params, acc, depth - 1 - reduction, -beta, -beta + 1, ply + 1)
+        unmake_null(st, undo)
+        if info[I_STOPPED]:
+            return 0
+        if score >= beta:
+            return beta if score >= MATE_BOUND else score
+
+    n = generate_moves(bb, sq, st, moves[ply], False)
+    if n == 0:
+        return -MATE + ply if checked else 0
+    if not root and st[ST_HALFMOVE] >= 100:
+        return 0  # fifty moves (checkmate, tested above, takes precedence)
+    row_moves = moves[ply]
+    row_order = order[ply]
+    _score_moves(sq, st, row_moves, row_order, n, hash_move, killers, history, ply)
+
+    alpha_start = alpha
+    best = -INF
+    best_move = NO_MOVE
+    for i in range(n):
+        move = _pick(row_moves, row_order, i, n)
+        quiet = _tactical_value(sq, st, move) == 0
+        killer = move == killers[ply, 0] or move == killers[ply, 1]
+        make_move(bb, sq, st, keys, undo, move)
+        if i == 0:
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                             params, acc, depth - 1, -beta, -alpha, ply + 1)
+        else:
+            reduction = 0
+            if (options & OPT_LMR) and depth >= 3 and i >= 3 and quiet and not killer and not checked \
+                    and not in_check(bb, st):
+                reduction = LMR_TABLE[min(depth, 63), min(i, 63)]
+                if pv_node and reduction > 1:
+                    reduction -= 1
+                if reduction > depth - 2:
+                    reduction = depth - 2
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                             params, acc, depth - 1 - reduction, -alpha - 1, -alpha, ply + 1)
+            if score > alpha and reduction > 0:
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                                 params, acc, depth - 1, -alpha - 1, -alpha, ply + 1)
+            if score > alpha and score < beta:
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                                 params, acc, depth - 1, -beta, -alpha, ply + 1)
+        unmake_move(bb, sq, st, undo)
+        if info[I_STOPPED]:
+            return 0
+        if score > best:
+            best = score
+            best_move = move
+            if score > alpha:
+                alpha = score
+                pv[ply, ply] = move
+                child_end = pv_len[ply + 1]
+                for j in range(ply + 1, child_end):
+                    pv[ply, j] = pv[ply + 1, j]
+                pv_len[ply] = max(child_end, ply + 1)
+                if score >= beta:
+                    if quiet:
+                        if killers[ply, 0] != move:
+                            killers[ply, 1] = killers[ply, 0]
+                            killers[ply, 0] = move
+                        start = move & 63
+                        end = (move >> 6) & 63
+                        history[side, start, end] += depth * depth
+                        if history[side, start, end] >= _HISTORY_CAP:
+                            for a in range(2):
+                                for b in range(64):
+                                    for c in range(64):
+                                        history[a, b, c] //= 2
+                    break
+
+    if best >= beta:
+        bound = BOUND_LOWER
+    elif best > alpha_start:
+        bound = BOUND_EXACT
+    else:
+        bound = BOUND_UPPER
+        best_move = hash_move  # a fail-low's "best" move is noise; keep the known one
+    tt_store(tt, key, best_move, _to_tt(best, ply), depth, bound, age)
+    return best
+
+
+@njit(cache=True)
+def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info, params,
+                     acc, depth, previous, window):
+    """One iteration of iterative deepening from the root: an aspiration window of ``window``
+    centipawns around ``previous`` (from depth 4, not around mates), widened on each failure."""
+    alpha = -INF
+    beta = INF
+    delta = window
+    if depth >= 4 and window > 0 and previous > -MATE_BOUND and previous < MATE_BOUND:
+        alpha = max(previous - delta, -INF)
+        beta = min(previous + delta, INF)
+    root = np.int64(0)  # a typed zero: a literal 0 would compile (and mis-cache) a specialisation
+    while True:
+        score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                        params, acc, depth, alpha, beta, root)
+        if info[I_STOPPED]:
+            return score
+        if score <= alpha and alpha > -INF:
+            alpha = max(score - delta, -INF)
+        elif score >= beta and beta < INF:
+            beta = min(score + delta, INF)
+        else:
+            return score
+        delta *= 2
+        if delta > 1000:
+            alpha = -INF
+            beta = INF
+
+
+# ----------------------------------------------------------------------------------------------
+# The Python driver
+
+@dataclass
+class SearchInfo:
+    """What one search found, for ``info`` lines and logs. ``score_cp`` is None when ``mate`` is set
+    (moves to mate, negative when the side to move is being mated)."""
+
+    depth: int = 0
+    seldepth: int = 0
+    score_cp: int | None = 0
+    mate: int | None = None
+    nodes: int = 0
+    time_s: float = 0.0
+    pv: list[str] = field(default_factory=list)
+
+    @property
+    def nps(self) -> int:
+        return int(self.nodes / self.time_s) if self.time_s > 0 else 0
+
+    def uci(self) -> str:
+        """The UCI ``info`` line (without the word ``info``)."""
+        score = f"mate {self.mate}" if self.mate is not None else f"cp {self.score_cp}"
+        return (f"depth {self.depth} seldepth {self.seldepth} score {score} nodes {self.nodes} "
+                f"nps {self.nps} time {int(self.time_s * 1000)} pv {' '.join(self.pv)}")
+
+
+def score_to_uci(score: int) -> tuple[int | None, int | None]:
+    """(centipawns, None) or (None, moves to mate) for a search score."""
+    if score > MATE_BOUND:
+        return None, (MATE - score + 1) // 2
+    if score < -MATE_BOUND:
+        return None, -((MATE + score) // 2)
+    return score, None
+
+
+class AlphaBeta:
+    """The compiled search with its transposition table and scratch, reused move after move.
+
+    ``search`` is single-threaded and holds no Python objects in the loop; one instance serves
+    one thread. ``tt_mb`` sizes the table (rounded down to a power of two buckets)."""
+
+    def __init__(self, eval_name: str = "material", tt_mb: float = 16, null_move: bool = True,
+                 lmr: bool = True, window: int = 30) -> None:
+        if eval_name not in EVALS:
+            raise ValueError(f"unknown evaluation {eval_name!r} (known: {', '.join(EVALS)})")
+        self.eval_name = eval_name
+        buckets = 1 << max(1, int(math.log2(max(tt_mb, 0.001) * 2**20 / 32)))
+        self.tt = np.zeros((2 * buckets, 2), np.uint64)  # [2B, 2] key, packed entry
+        self.moves = np.zeros((MAX_PLY, K.MAX_MOVES), np.int32)  # [P, 256]
+        self.order = np.zeros((MAX_PLY, K.MAX_MOVES), np.int32)  # [P, 256]
+        self.pv = np.zeros((MAX_PLY, MAX_PLY), np.int32)  # [P, P]
+        self.pv_len = np.zeros(MAX_PLY, np.int64)  # [P]
+        self.killers = np.zeros((MAX_PLY, 2), np.int32)  # [P, 2]
+        self.history = np.zeros((2, 64, 64), np.int32)  # [side, from, to]
+        self.info = np.zeros(INFO_SIZE, np.int64)
+        self.info[I_EVAL] = EVALS[eval_name]
+        self.info[I_OPTIONS] = (OPT_NULL_MOVE if null_move else 0) | (OPT_LMR if lmr else 0)
+        self.params = np.zeros(0, np.int32)  # the evaluation's weights (none for material)
+        self.acc = np.zeros((1, 1), np.int32)  # the evaluation's per-ply scratch
+        self.window = window
+        self.last_info = SearchInfo()
+
+    def clear(self) -> None:
+        """Forget everything learnt (a new game)."""
+        self.tt[:] = 0
+        self.history[:] = 0
+        self.killers[:] = 0
+
+    def search(self, position: Position | chess.Board, depth: int | None = None, nodes: int | None = None,
+               movetime_ms: float | None = None,
+               on_iteration: Callable[[SearchInfo], None] | None = None) -> tuple[chess.Move, SearchInfo]:
+        """Deepen until ``depth``, ``nodes`` or ``movetime_ms`` runs out (no limit: depth 6).
+
+        Returns the best move and the info of the last completed iteration; ``on_iteration`` gets
+        each iteration's info as it completes. ``ValueError`` if the position has no legal move.
+        """
+        if isinstance(position, chess.Board):
+            position = Position.from_board(position)
+        else:
+            position = position.copy()
+        root_moves = position.legal_moves()
+        if len(root_moves) == 0:
+            raise ValueError(f"no legal move in {position.fen()}")
+        if depth is None and nodes is None and movetime_ms is None:
+            depth = 6
+        max_depth = min(depth or MAX_PLY - 8, MAX_PLY - 8)
+        started = time.monotonic_ns()
+        info = self.info
+        info[I_NODES] = 0
+        info[I_QNODES] = 0
+        info[I_NODE_LIMIT] = nodes if nodes else np.iinfo(np.int64).max
+        info[I_DEADLINE] = started + int(movetime_ms * 1e6) if movetime_ms else 0
+        info[I_STOPPED] = 0
+        info[I_AGE] = (info[I_AGE] + 1) & 255
+        self.killers[:] = 0
+        self.history //= 4  # keep the shape of the last search, not its weight
+        p = position
+        eval_root(info[I_EVAL], p.bb, p.sq, p.st, self.params, self.acc)
+
+        best_move = int(root_moves[0])
+        result = SearchInfo()
+        score = 0
+        for iteration in range(1, max_depth + 1):
+            info[I_SELDEPTH] = 0
+            score = search_iteration(p.bb, p.sq, p.st, p.keys, p.undo, self.moves, self.order, self.tt,
+                                     self.killers, self.history, self.pv, self.pv_len, info, self.params,
+                                     self.acc, iteration, score, self.window)
+            elapsed = (time.monotonic_ns() - started) / 1e9
+            if info[I_STOPPED]:
+                if self.pv_len[0] > 0:  # a root move fully searched and better than the last best
+                    best_move = int(self.pv[0, 0])
+                    if result.pv and result.pv[0] != move_to_chess(best_move).uci():
+                        result.pv = [move_to_chess(best_move).uci()]
+                break
+            best_move = int(self.pv[0, 0])
+            cp, mate = score_to_uci(int(score))
+            result = SearchInfo(depth=iteration, seldepth=int(info[I_SELDEPTH]), score_cp=cp, mate=mate,
+                                nodes=int(info[I_NODES]), time_s=elapsed,
+                                pv=[move_to_chess(m).uci() for m in self.pv[0, :self.pv_len[0]]])
+            if on_iteration is not None:
+                on_iteration(result)
+            if movetime_ms and elapsed * 1000 > 0.6 * movetime_ms:
+                break  # the next iteration would most likely not finish
+            if mate is not None and iteration >= 2 * abs(mate) + 1:
+                break  # a mate no deeper search can shorten
+        result.nodes = int(info[I_NODES])
+        result.time_s = (time.monotonic_ns() - started) / 1e9
+        self.last_info = result
+        return move_to_chess(best_move), result

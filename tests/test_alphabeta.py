@@ -1,0 +1,206 @@
+"""The alpha-beta search on positions whose answer is known: mates, draws, limits, the table, the spec."""
+
+import random
+import time
+
+import chess
+import numpy as np
+import pytest
+
+from alphazero.board import Position, move_to_chess
+from alphazero.search import alphabeta as A
+from alphazero.search.ab_player import ABPlayer, parse_ab_spec
+from alphazero.search.alphabeta import MATE, AlphaBeta
+
+KIWIPETE = "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1"
+
+
+@pytest.fixture(scope="module")
+def search():
+    engine = AlphaBeta(tt_mb=4)
+    engine.search(chess.Board(), depth=2)  # compile (or load the cache) once, outside any timing
+    return engine
+
+
+def _solve(engine, fen, **limits):
+    engine.clear()
+    return engine.search(chess.Board(fen), **limits)
+
+
+def test_mate_in_one(search):
+    move, info = _solve(search, "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1", depth=5)
+    assert move.uci() == "d1d8"
+    assert info.mate == 1 and info.score_cp is None and info.pv == ["d1d8"]
+    assert "score mate 1" in info.uci()
+
+
+def test_mate_in_two_and_the_mated_side(search):
+    move, info = _solve(search, "r5k1/5ppp/8/8/8/8/1R3PPP/1R4K1 w - - 0 1", depth=5)
+    assert move.uci() == "b2b8" and info.mate == 2
+    assert info.pv[:3] == ["b2b8", "a8b8", "b1b8"]
+    # One move later the defender sees its own mate, one move away: scores shorten with distance.
+    _, info = _solve(search, "rR4k1/5ppp/8/8/8/8/5PPP/1R4K1 b - - 1 1", depth=5)
+    assert info.mate == -1
+
+
+def test_mate_in_two_through_zugzwang(search):
+    """Morphy's problem: 1.Ra6, and every Black move allows mate. Passing would not, so a null move
+    there fails high wrongly: the search must not prune it away."""
+    move, info = _solve(search, "kbK5/pp6/1P6/8/8/8/8/R7 w - - 0 1", depth=6)
+    assert move.uci() == "a1a6" and info.mate == 2
+
+
+def test_terminal_nodes_score_mate_and_stalemate():
+    engine = AlphaBeta(tt_mb=1)
+
+    def node_score(fen):
+        position = Position.from_fen(fen)
+        engine.info[A.I_NODE_LIMIT] = 10**9
+        engine.info[A.I_STOPPED] = 0
+        return A.negamax(position.bb, position.sq, position.st, position.keys, position.undo, engine.moves,
+                         engine.order, engine.tt, engine.killers, engine.history, engine.pv, engine.pv_len,
+                         engine.info, engine.params, engine.acc, 3, -A.INF, A.INF, 1)
+
+    assert node_score("7k/6Q1/6K1/8/8/8/8/8 b - - 0 1") == -MATE + 1  # mated, one ply from the root
+    assert node_score("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1") == 0  # stalemated: a draw, queen or not
+
+
+def test_winning_side_avoids_stalemate(search):
+    # Qf7 stalemates; the engine must mate instead.
+    move, info = _solve(search, "7k/4Q3/6K1/8/8/8/8/8 w - - 0 1", depth=4)
+    board = chess.Board("7k/4Q3/6K1/8/8/8/8/8 w - - 0 1")
+    board.push(move)
+    assert board.is_checkmate() and info.mate == 1
+
+
+def test_repetition_is_a_draw(search):
+    """A queen down, White can repeat the position with Nc3: the search takes the draw (score 0)."""
+    board = chess.Board("3q3k/8/8/8/8/8/8/KN6 w - - 0 1")
+    for uci in ["b1c3", "d8e8", "c3b1", "e8d8"]:
+        board.push_uci(uci)
+    search.clear()
+    move, info = search.search(board, depth=5)
+    assert move.uci() == "b1c3" and info.score_cp == 0
+    # Without the history the same position is simply lost.
+    _, fresh = _solve(search, board.fen(), depth=5)
+    assert fresh.score_cp is not None and fresh.score_cp < -500
+
+
+def test_insufficient_material_and_fifty_moves_are_draws(search):
+    _, info = _solve(search, "8/8/8/4k3/8/8/3NK3/8 w - - 0 1", depth=5)
+    assert info.score_cp == 0
+    # A rook up, but the hundredth reversible half-move comes before any mate.
+    _, info = _solve(search, "8/8/4k3/8/8/3RK3/8/8 w - - 99 80", depth=4)
+    assert info.score_cp == 0
+
+
+def test_table_never_yields_an_illegal_move():
+    """A table full of garbage, and the real keys of the positions searched pointing at illegal
+    moves: every move played and every PV move is still legal."""
+    rng = np.random.default_rng(0)
+    engine = AlphaBeta(tt_mb=0.05)
+    fens = [KIWIPETE, chess.STARTING_FEN, "r4rk1/1pp1qppp/p1np1n2/2b1p1B1/2B1P1b1/P1NP1N2/1PP1QPPP/R4RK1 w - - 0 10"]
+    for fen in fens:
+        engine.tt[:, 0] = rng.integers(0, 2**63, size=engine.tt.shape[0], dtype=np.uint64)
+        engine.tt[:, 1] = rng.integers(1, 2**50, size=engine.tt.shape[0], dtype=np.uint64)
+        position = Position.from_fen(fen)
+        for move in position.legal_moves():
+            position.push(move)
+            A.tt_store(engine.tt, np.uint64(position.key), 12 | 40 << 6, 30000, 99, A.BOUND_EXACT, 0)
+            position.pop()
+        A.tt_store(engine.tt, np.uint64(position.key), 7 | 50 << 6, 0, 1, A.BOUND_UPPER, 0)  # h1c7
+        board = chess.Board(fen)
+        move, info = engine.search(board, depth=4)
+        assert move in board.legal_moves
+        for uci in info.pv:
+            assert chess.Move.from_uci(uci) in board.legal_moves, (fen, info.pv)
+            board.push_uci(uci)
+
+
+def test_table_moves_stay_legal_in_random_games():
+    """A small table, shared across many searches: each position's stored move is legal there."""
+    rng = random.Random(3)
+    engine = AlphaBeta(tt_mb=0.05)
+    board = chess.Board()
+    checked = 0
+    for _ in range(60):
+        if board.is_game_over():
+            board = chess.Board()
+        move, _ = engine.search(board, depth=3)
+        assert move in board.legal_moves
+        row = A.tt_probe(engine.tt, np.uint64(Position.from_board(board).key))
+        if row >= 0:
+            stored = A.tt_move(engine.tt[row, 1])
+            assert stored == 0 or move_to_chess(stored) in board.legal_moves
+            checked += 1
+        board.push(move if rng.random() < 0.5 else rng.choice(list(board.legal_moves)))
+    assert checked > 30
+
+
+def test_time_limit_is_respected(search):
+    started = time.perf_counter()
+    move, info = _solve(search, KIWIPETE, movetime_ms=300)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.3 + 0.25, elapsed  # generous: the deadline is read every 1024 nodes
+    assert move in chess.Board(KIWIPETE).legal_moves and info.depth >= 2
+
+
+def test_deadline_stops_a_deep_iteration(search):
+    """The compiled search reads the clock itself: one iteration to depth 30 stops at the deadline."""
+    position = Position.from_fen(KIWIPETE)
+    search.clear()
+    info = search.info
+    info[A.I_NODES] = info[A.I_STOPPED] = 0
+    info[A.I_NODE_LIMIT] = 5_000_000  # a backstop of a few seconds, should the clock fail
+    started = time.monotonic_ns()
+    info[A.I_DEADLINE] = started + 100_000_000
+    A.search_iteration(position.bb, position.sq, position.st, position.keys, position.undo, search.moves,
+                       search.order, search.tt, search.killers, search.history, search.pv, search.pv_len, info,
+                       search.params, search.acc, 30, 0, 30)
+    elapsed_ms = (time.monotonic_ns() - started) / 1e6
+    assert info[A.I_STOPPED] == 1 and elapsed_ms < 100 + 100, elapsed_ms
+    assert position.fen() == KIWIPETE  # every move made was taken back
+
+
+def test_node_limit_is_respected(search):
+    for limit in (1, 700, 5000):
+        move, info = _solve(search, KIWIPETE, nodes=limit)
+        assert info.nodes <= limit
+        assert move in chess.Board(KIWIPETE).legal_moves
+
+
+def test_depth_limit_and_info(search):
+    _, info = _solve(search, KIWIPETE, depth=3)
+    assert info.depth == 3 and info.seldepth >= 3 and info.nodes > 0 and info.nps > 0
+    assert info.score_cp is not None and len(info.pv) >= 1
+
+
+def test_ab_spec_through_make_player():
+    from alphazero.players import make_player
+
+    player = make_player("ab:material?depth=3&hash=1")
+    assert isinstance(player, ABPlayer) and player.name == "ab:material?depth=3&hash=1"
+    boards = [chess.Board(), chess.Board(KIWIPETE)]
+    moves = player.choose_moves(boards)
+    assert all(move in board.legal_moves for move, board in zip(moves, boards))
+    assert player.last_info().depth == 3 and player.last_info().pv[0] == moves[1].uci()
+    assert [board.fen() for board in boards] == [chess.STARTING_FEN, KIWIPETE]  # boards untouched
+    player.close()
+    assert parse_ab_spec("ab:material")["movetime_ms"] is None
+    assert make_player("ab:material").movetime_ms == 100  # no limit: 100 ms a move
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("ab:nnue", "unknown evaluation 'nnue'"),
+    ("ab:", "missing evaluation"),
+    ("ab:material?depth=three", "depth='three' is not a valid int"),
+    ("ab:material?movetime=-5", "movetime must be a positive"),
+    ("ab:material?speed=2", "unknown parameter 'speed'"),
+    ("ab:material?depth", "is not name=value"),
+])
+def test_bad_ab_spec_is_one_clear_error(spec, message):
+    from alphazero.players import make_player
+
+    with pytest.raises(ValueError, match="player spec") as error:
+        make_player(spec)
+    assert message in str(error.value) and "\n" not in str(error.value)
