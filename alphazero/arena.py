@@ -185,10 +185,11 @@ class Match:
     """
 
     def __init__(self, player_a: Player, player_b: Player, schedule: Sequence[ScheduledGame], max_plies: int = 400,
-                 concurrency: int = 64, event: str = "arena") -> None:
+                 concurrency: int = 64, event: str = "arena", played: dict[int, Sequence[str]] | None = None) -> None:
         self.player_a, self.player_b = player_a, player_b
         self.schedule = list(schedule)
         self.max_plies, self.concurrency, self.event = max_plies, concurrency, event
+        self.played = dict(played or {})  # game index -> UCI moves already played after its opening
         self.running: list[_Running] = []
         self.next_game = 0
 
@@ -199,9 +200,13 @@ class Match:
     def _start(self, entry: ScheduledGame) -> _Running:
         index, opening, a_is_white = entry
         board = chess.Board(opening.fen)
-        for uci in opening.moves:
+        for uci in (*opening.moves, *self.played.get(index, ())):
             board.push_uci(uci)
         return _Running(index, opening, board, a_is_white, opening.fen)
+
+    def in_flight(self) -> dict[int, list[str]]:
+        """The moves played so far (after the opening) in every running game, by game index."""
+        return {game.index: [m.uci() for m in game.board.move_stack[len(game.opening.moves):]] for game in self.running}
 
     def step(self) -> list[GameResult]:
         """One ply in every running game (new games start first); returns the games that ended."""

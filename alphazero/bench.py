@@ -89,6 +89,14 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
     return simulations / (time.perf_counter() - start)
 
 
+def bench_alphabeta() -> dict[str, Any]:
+    """The compiled board and ``ab:material``, one core (``alphazero.search.ab_bench``): perft leaves/s
+    (start position, depth 5) and search nodes/s over ten middlegames to depth 8, per CPU second."""
+    from alphazero.search.ab_bench import ab_nodes_per_s, perft_nodes_per_s
+
+    return {"perft_nodes_per_s": round(perft_nodes_per_s()), "ab_nodes_per_s": round(ab_nodes_per_s())}
+
+
 def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, device: str = "cpu") -> dict[str, Any]:
     """All figures as one dict (what ``alphazero bench --json`` prints)."""
     torch.set_num_threads(threads)
@@ -112,6 +120,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)), device=device)),
         "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)), device=device)),
         "search_batched_sims_per_s_" + other: round(bench_search(net, other_config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)), device=device)),
+        **bench_alphabeta(),
         "device": device,
         "torch": torch.__version__,
         "cpu": platform.processor() or platform.machine(),

@@ -9,6 +9,7 @@ Layout of ``RUN/``::
     replay/shard-*.npz   self-play games (``alphazero.replay``)
     replay/inflight.npz  self-play games not yet finished, per actor slot: a resume continues them
     arena/gen-NNNN.jsonl one line per finished arena game of generation NNNN, appended as it ends
+    arena/gen-NNNN.inflight.json  the moves of its unfinished games, rewritten after every arena call
     arena/gen-NNNN.pgn   the games of a decided arena
     metrics.jsonl        one line per learner call: losses, learning rate, samples/s
     events.jsonl         driver events: arena results, promotions, restarted workers
@@ -141,6 +142,9 @@ class RunDirectory:
     def arena_games_path(self, generation: int) -> Path:
         return self.path / "arena" / f"gen-{generation:04d}.jsonl"
 
+    def arena_inflight_path(self, generation: int) -> Path:
+        return self.path / "arena" / f"gen-{generation:04d}.inflight.json"
+
     def arena_pgn_path(self, generation: int) -> Path:
         return self.path / "arena" / f"gen-{generation:04d}.pgn"
 
@@ -158,6 +162,18 @@ class RunDirectory:
                                  f"expected {ARENA_GAMES_FORMAT_VERSION}")
             games.setdefault(int(record["index"]), record)
         return games
+
+    def read_arena_inflight(self, generation: int) -> dict[int, list[str]]:
+        """Moves of the arena's unfinished games by index (none if the file is missing or unreadable:
+        those games then start again from their openings)."""
+        try:
+            data = json.loads(self.arena_inflight_path(generation).read_text())
+            return {int(index): list(moves) for index, moves in data["games"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+
+    def write_arena_inflight(self, generation: int, games: dict[int, list[str]]) -> None:
+        atomic_write_text(self.arena_inflight_path(generation), json.dumps({"format_version": 1, "games": games}))
 
     def append_arena_game(self, generation: int, record: dict[str, Any]) -> None:
         append_jsonl(self.arena_games_path(generation), {"format_version": ARENA_GAMES_FORMAT_VERSION, **record})

@@ -176,3 +176,26 @@ def test_a_match_resumed_from_part_of_its_schedule_plays_only_those_games() -> N
         assert game.white == ("greedy" if game.a_is_white else "random")
     full = play_match(GreedyPlayer(seed=1), RandomPlayer(seed=2), openings, max_plies=60)
     assert sorted(g.index for g in full.games) == list(range(6))
+
+
+def test_a_match_continues_games_from_the_moves_they_had_reached() -> None:
+    from alphazero.arena import Match, match_schedule, random_openings
+    from alphazero.players import GreedyPlayer, RandomPlayer
+
+    openings = random_openings(2, 2, seed=3)
+    first = Match(GreedyPlayer(seed=1), RandomPlayer(seed=2), match_schedule(openings), max_plies=30)
+    for _ in range(6):
+        first.step()
+    reached = first.in_flight()
+    assert sorted(reached) == [0, 1, 2, 3] and all(len(moves) == 6 for moves in reached.values())
+    # A new match (a new worker after a stop) continues each game from its position, not its opening.
+    second = Match(GreedyPlayer(seed=1), RandomPlayer(seed=2), match_schedule(openings), max_plies=30, played=reached)
+    games = []
+    while not second.done:
+        games += second.advance(30.0)
+    for game in games:
+        moves = [m.uci() for m in chess.pgn.read_game(__import__("io").StringIO(game.pgn)).mainline_moves()]
+        opening = list(openings[game.index // 2].moves)
+        assert moves[: len(opening) + 6] == opening + reached[game.index]
+        # The ply limit counts from the opening, across the restart.
+        assert len(moves) - len(opening) <= 30

@@ -382,6 +382,9 @@ def test_chaos_sigkills_at_random_moments_lose_nothing_and_arenas_complete(tmp_p
     assert len({line["pid"] for line in continued}) == 2  # begun by one driver, finished by the next
     arena_events = {e["generation"]: e for e in events if e["event"] == "arena"}
     assert arena_events[resumes[-1]["pending_arena"]]["processes"] == 2
+    restored = sum(e["games"] for e in events if e["event"] == "inflight_restored")
+    print(f"chaos: {kills} kills, {len(shards)} shards, {state['games']} games, {state['positions']} positions "
+          f"checked, {restored} games in flight continued, {len(state['arenas'])} arenas of 8 games complete")
 
 
 def test_a_failed_write_stops_the_run_with_one_line_and_resume_works(tmp_path: Path, monkeypatch) -> None:

@@ -142,23 +142,26 @@ class ArenaWorker:
     """Plays one arena (candidate = A against best = B) a slice of time at a time.
 
     ``schedule`` holds the games still to play (all of them for a new arena, the missing ones for a
-    resumed arena), so the driver can save every game as it ends and a stopped arena goes on
-    where it was. Holds no state Ray must restore: a new worker gets the remaining schedule.
+    resumed arena) and ``played`` the moves its unfinished games had reached, so the driver can save
+    every game as it ends and every game in flight after each call, and a stopped arena goes on
+    where it was. Holds no state Ray must restore: a new worker gets all of that from the driver.
     """
 
     def __init__(self, candidate: dict[str, Any], best: dict[str, Any], config: RunConfig, generation: int,
-                 schedule: list[ScheduledGame], torch_threads: int = 1) -> None:
+                 schedule: list[ScheduledGame], torch_threads: int = 1,
+                 played: dict[int, list[str]] | None = None) -> None:
         torch.set_num_threads(max(1, torch_threads))
         search = replace(config.search, num_simulations=config.arena.num_simulations)
         player_a = MCTSPlayer(net_from_payload(candidate), search, name=f"gen-{generation:04d}", device="auto")
         player_b = MCTSPlayer(net_from_payload(best), search, name="best", device="auto")
         self.match = Match(player_a, player_b, schedule, max_plies=config.arena.max_plies,
-                           concurrency=config.arena.concurrency, event=f"arena gen {generation}")
+                           concurrency=config.arena.concurrency, event=f"arena gen {generation}", played=played)
 
     def info(self) -> dict[str, Any]:
         return _node_info()
 
-    def play(self, max_seconds: float) -> tuple[list[GameResult], bool]:
-        """The next games to end (or none, after about ``max_seconds``), and whether the arena is finished."""
+    def play(self, max_seconds: float) -> tuple[list[GameResult], bool, dict[int, list[str]]]:
+        """The next games to end (or none, after about ``max_seconds``), whether the arena is finished,
+        and the moves of the games still running (which a new worker continues from)."""
         games = self.match.advance(max_seconds)
-        return games, self.match.done
+        return games, self.match.done, self.match.in_flight()

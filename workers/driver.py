@@ -440,6 +440,7 @@ class Driver:
             return False  # the learner was restarted from its last save; try again next round
         # Games of an earlier, abandoned arena of this generation number belong to another candidate.
         run.arena_games_path(generation).unlink(missing_ok=True)
+        run.arena_inflight_path(generation).unlink(missing_ok=True)
         openings = arena_openings(config, generation)
         state.pending_arena = PendingArena(
             generation=generation, candidate=path.name, best=run.network_path(state.best_generation).name,
@@ -461,20 +462,21 @@ class Driver:
         if not schedule:
             self._decide_arena()
             return
-        if done:
+        if done or run.arena_inflight_path(pending.generation).exists():
             self.progress.message(f"[gen {pending.generation}] arena: continuing, {len(done)} of "
-                                  f"{pending.num_games} games already played")
+                                  f"{pending.num_games} games finished, the others from where they were")
         candidate = safe_torch_load(run.networks_dir / pending.candidate)
         best = safe_torch_load(run.networks_dir / pending.best)
         cls = ray.remote(num_cpus=config.workers.arena_cpus, max_restarts=0)(ArenaWorker)
+        played = run.read_arena_inflight(pending.generation)
         self.arena_worker = cls.remote(candidate, best, config, pending.generation, schedule,
-                                       config.workers.torch_threads_per_worker)
+                                       config.workers.torch_threads_per_worker, played)
         self.submit(self.arena_worker.play.remote(PLAY_CALL_SECONDS), "arena", pending.generation)
 
     def _on_arena(self, ref: Any) -> None:
         pending, run = self.state.pending_arena, self.run
         try:
-            games, finished = ray.get(ref)
+            games, finished, in_flight = ray.get(ref)
         except ray.exceptions.RayActorError as error:
             self.arena_failures += 1
             run.log_event("arena_worker_died", generation=pending.generation, error=str(error)[:500])
@@ -493,6 +495,8 @@ class Driver:
                 "index": game.index, "result": game.result, "termination": game.termination, "plies": game.plies,
                 "a_is_white": game.a_is_white, "white": game.white, "black": game.black,
                 "opening": game.opening.name, "pgn": game.pgn, "pid": os.getpid(), "time": time.time()})
+        # After the finished games: a game in both files counts as finished (its index is done).
+        run.write_arena_inflight(pending.generation, in_flight)
         if finished:
             ray.kill(self.arena_worker)
             self._decide_arena()
@@ -534,6 +538,7 @@ class Driver:
             state.network_version += 1
             self.best_ref = ray.put(safe_torch_load(run.networks_dir / pending.candidate))
         run.write_state(state)
+        run.arena_inflight_path(pending.generation).unlink(missing_ok=True)
         plot_arena_history(state, run.path / "arena.png")
         run.log_event("arena", **asdict(record), terminations=terminations,
                       processes=len({g.get("pid") for g in games}))
