@@ -90,6 +90,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_uci(args: argparse.Namespace) -> int:
+    if args.player is not None:
+        from alphazero.uci import run_uci_player
+
+        return run_uci_player(args.player, device=args.device)
     from alphazero.uci import run_uci
 
     return run_uci(args.checkpoint, device=args.device)
@@ -236,8 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--json", action="store_true", help="print one JSON object")
     diag.set_defaults(func=cmd_diagnose)
 
-    uci = sub.add_parser("uci", help="serve a network as a UCI chess engine on stdin/stdout")
-    uci.add_argument("--checkpoint", required=True, help="network file, or run directory (its best network)")
+    uci = sub.add_parser("uci", help="serve a network (or any player spec) as a UCI chess engine on stdin/stdout")
+    served = uci.add_mutually_exclusive_group(required=True)
+    served.add_argument("--checkpoint", help="network file, or run directory (its best network): tree search")
+    served.add_argument("--player", metavar="SPEC",
+                        help="any player spec, e.g. ab:material (alpha-beta with info lines), greedy, mcts:PATH")
     uci.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     uci.set_defaults(func=cmd_uci)
 

@@ -1,16 +1,23 @@
-"""Tests for the UCI front-end (``alphazero.uci``).
+"""Tests for the UCI front-end: protocol (``alphazero.uci_protocol``), limits (``alphazero.uci_limits``)
+and the engine (``alphazero.uci``).
 
-The engine is driven three ways: as a subprocess through python-chess's UCI client (the client is
-the protocol oracle: it rejects malformed replies and illegal best moves), as a subprocess fed raw
-text lines (malformed input), and in-process through blocking stream stand-ins (tree reuse,
-isready/stop while searching, ponderhit). python-chess decides legality everywhere. A tiny random
-network keeps every search cheap; its moves are bad but must always be legal.
+The pure layers are tested on their own: the line parser and option tables as data, the stop rules
+with explicit clock readings and no threads. The engine is driven three ways: as a subprocess
+through python-chess's UCI client (the client is the protocol oracle: it rejects malformed replies
+and illegal best moves), as a subprocess fed raw text lines (malformed input), and in-process
+through blocking stream stand-ins (tree reuse, isready/stop while searching, ponderhit). python-chess
+decides legality everywhere. A tiny random network keeps every search cheap; its moves are bad but
+must always be legal. ``--player ab:material`` (alpha-beta) is served the same ways, with mates
+whose answer is known; ``--player greedy`` stands for every other player spec.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import os
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -25,14 +32,30 @@ import torch
 
 from alphazero.network import NetworkConfig, PolicyValueNet, save_network
 from alphazero.uci import (
+    AB_OPTIONS,
     DEFAULT_MOVE_OVERHEAD_MS,
-    GoParams,
+    NETWORK_OPTIONS,
+    AlphaBetaSearcher,
     UCIEngine,
-    depth_to_nodes,
-    parse_go,
-    parse_position,
+    make_searcher,
     run_uci,
-    time_budget,
+    run_uci_player,
+)
+from alphazero.uci_limits import GoParams, Limits, depth_to_nodes, parse_go, time_budget
+from alphazero.uci_protocol import (
+    Debug,
+    Go,
+    IsReady,
+    Option,
+    OptionTable,
+    Position,
+    Quit,
+    SetOption,
+    Stop,
+    format_bestmove,
+    format_info,
+    parse_line,
+    parse_position,
 )
 
 torch.set_num_threads(1)
@@ -157,6 +180,135 @@ def test_parse_position() -> None:
 def test_run_uci_missing_network(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_uci(str(tmp_path / "missing.pt")) == 2
     assert "missing.pt" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------------
+# The protocol on its own: lines -> commands, options as data, replies
+
+
+def test_parse_line_finds_the_command() -> None:
+    assert parse_line("") is None and parse_line("  \t \n") is None
+    parsed = parse_line("joho debug on")
+    assert parsed.command == Debug(True) and parsed.skipped == ("joho",) and parsed.error is None
+    assert parse_line("isready now").command == IsReady()  # words after an argument-less command are ignored
+    assert parse_line("QUIT\n").command == Quit() and parse_line("stop").command == Stop()
+    assert parse_line("setoption name Move Overhead value 20").command == SetOption("Move Overhead", "20")
+    assert parse_line("setoption name Clear Hash").command == SetOption("Clear Hash", "")
+    go = parse_line("go wtime 100 btime 200 infinite").command
+    assert isinstance(go, Go) and go.params == GoParams(wtime=100, btime=200, infinite=True)
+    position = parse_line("position startpos moves e2e4 e7e5").command
+    assert isinstance(position, Position)
+    assert [move.uci() for move in position.board.move_stack] == ["e2e4", "e7e5"]
+
+
+@pytest.mark.parametrize("line, fault", [
+    ("frobnicate", "unknown command 'frobnicate'"),
+    ("go nodes abc", "no search started"),
+    ("position startpos moves e2e5", "position unchanged"),
+    ("position fen not-a-fen", "position unchanged"),
+    ("debug maybe", "expected 'debug on' or 'debug off'"),
+    ("setoption name", "expected 'setoption name <id> [value <x>]'"),
+    ("setoption value 3", "expected 'setoption name <id> [value <x>]'"),
+])
+def test_parse_line_reports_bad_lines(line: str, fault: str) -> None:
+    parsed = parse_line(line)
+    assert parsed.command is None and fault in parsed.error
+
+
+def test_parse_line_keeps_skipped_tokens_with_a_bad_command() -> None:
+    parsed = parse_line("xx go nodes")
+    assert parsed.command is None and parsed.skipped == ("xx",) and "needs a number" in parsed.error
+
+
+def test_option_table_declares_checks_and_defaults() -> None:
+    table = OptionTable([
+        Option("Depth", "spin", 3, sets="depth", low=1, high=9),
+        Option("Fast", "check", False, sets="fast"),
+        Option("Temp", "float", 0.5, sets="temperature", low=0, high=2),
+        Option("Book File", "string", "none", sets="book"),
+    ], ignored=["Hash"])
+    assert table.declarations() == [
+        "option name Depth type spin default 3 min 1 max 9",
+        "option name Fast type check default false",
+        "option name Temp type string default 0.5",  # UCI has no float type
+        "option name Book File type string default none",
+    ]
+    assert table.defaults() == {"depth": 3, "fast": False, "temperature": 0.5, "book": "none"}
+    assert table.parse(SetOption("depth", "9")) == ("depth", 9)
+    assert table.parse(SetOption("FAST", "true")) == ("fast", True)
+    assert table.parse(SetOption("Temp", "1.5")) == ("temperature", 1.5)
+    assert table.parse(SetOption("BookFile", "my book.bin")) == ("book", "my book.bin")  # spaces do not matter
+    assert table.parse(SetOption("Hash", "64")) is None  # accepted, ignored
+    for name, value, fault in [("Depth", "10", "[1, 9]"), ("Depth", "x", "not an integer"),
+                               ("Fast", "yes", "true or false"), ("Temp", "2", "(0, 2)"),
+                               ("Temp", "hot", "not a number"),
+                               ("Nodes", "5", "unknown option 'Nodes' (known: Depth, Fast, Temp, Book File)")]:
+        with pytest.raises(ValueError) as error:
+            table.parse(SetOption(name, value))
+        assert fault in str(error.value), (name, value, str(error.value))
+
+
+def test_engine_option_tables() -> None:
+    threads_max = max(1, os.cpu_count() or 1)
+    assert NETWORK_OPTIONS.declarations() == [  # what the network engine always announced
+        "option name Nodes type spin default 400 min 1 max 1000000000",
+        "option name CPuct type string default 1.25",
+        f"option name Threads type spin default 1 min 1 max {threads_max}",
+        "option name MoveOverhead type spin default 50 min 0 max 10000",
+        "option name Ponder type check default false",
+    ]
+    assert NETWORK_OPTIONS.parse(SetOption("Move Overhead", "20")) == ("move_overhead_ms", 20)
+    assert NETWORK_OPTIONS.parse(SetOption("Hash", "64")) is None
+    assert AB_OPTIONS.parse(SetOption("Hash", "64")) == ("hash_mb", 64)
+    assert AB_OPTIONS.parse(SetOption("Threads", "4")) is None
+    with pytest.raises(ValueError):
+        AB_OPTIONS.parse(SetOption("Nodes", "5"))
+
+
+def test_replies() -> None:
+    e2e4, e7e5 = chess.Move.from_uci("e2e4"), chess.Move.from_uci("e7e5")
+    assert format_info(depth=3, seldepth=None, score="mate -2", pv=[e2e4, "e7e5"]) == "info depth 3 score mate -2 pv e2e4 e7e5"
+    assert format_info(depth=0, score="cp 0", pv=[]) == "info depth 0 score cp 0"
+    assert format_bestmove(e2e4, e7e5) == "bestmove e2e4 ponder e7e5"
+    assert format_bestmove(None, e7e5) == "bestmove 0000"
+
+
+# --------------------------------------------------------------------------------------------------
+# Limits on their own: explicit clock readings, no threads
+
+
+def test_limits_from_go() -> None:
+    limits = Limits.from_go(parse_go("movetime 500".split()), chess.WHITE, 50, 100.0, default_nodes=400)
+    assert limits.nodes is None and limits.deadline == pytest.approx(100.45) and limits.has_limit
+    assert limits.remaining(100.25) == pytest.approx(0.2) and limits.remaining(101.0) == 0.0
+    assert not limits.reached(1000, 100.44)
+    assert not limits.reached(3, 100.45, min_nodes=4)  # a timed search waits for its minimum
+    assert limits.reached(4, 100.45, min_nodes=4)
+    # the default applies only to a go without any limit
+    assert Limits.from_go(GoParams(), chess.WHITE, 50, 0.0, default_nodes=400).nodes == 400
+    assert not Limits.from_go(GoParams(), chess.WHITE, 50, 0.0).has_limit
+    for text in ("depth 3", "infinite", "wtime 1000", "movetime 0"):
+        assert Limits.from_go(parse_go(text.split()), chess.WHITE, 50, 0.0, default_nodes=400).nodes is None, text
+    # the other side's clock is no limit
+    assert not Limits.from_go(parse_go("btime 1000".split()), chess.WHITE, 50, 0.0).has_limit
+    nodes = Limits.from_go(parse_go("nodes 10".split()), chess.WHITE, 50, 0.0)
+    assert not nodes.reached(9, 1e9) and nodes.reached(10, 0.0)
+
+
+def test_limits_ponder_and_infinite() -> None:
+    limits = Limits.from_go(parse_go("ponder wtime 3000 btime 3000".split()), chess.WHITE, 0, 10.0)
+    assert limits.unbounded and limits.deadline is None
+    assert not limits.reached(10**9, 1e9)
+    limits.ponderhit(12.0)
+    assert not limits.unbounded and limits.clock_start == 12.0
+    assert limits.deadline == pytest.approx(12.1)  # 3000 / 30 ms, counted from the ponderhit
+    limits.ponderhit(13.0)  # a second ponderhit changes nothing
+    assert limits.deadline == pytest.approx(12.1)
+    assert limits.reached(4, 12.1)
+    endless = Limits.from_go(parse_go("ponder infinite".split()), chess.WHITE, 0, 0.0)
+    endless.ponderhit(1.0)
+    assert endless.unbounded and not endless.ponder  # go ponder infinite stays infinite
+    assert not Limits.from_go(parse_go(["infinite"]), chess.WHITE, 0, 0.0).reached(10**9, 1e9)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -425,10 +577,11 @@ class LineOutput:
                 return out
 
 
-@pytest.fixture
-def inproc(net: PolicyValueNet):
+@contextlib.contextmanager
+def serving(searcher):
+    """``UCIEngine(searcher)`` running on a thread; its (input, output) stand-ins; quit at the end."""
     stdin, stdout = LineInput(), LineOutput()
-    engine = UCIEngine(net, stdin, stdout)
+    engine = UCIEngine(searcher, stdin, stdout)
     codes: list[int] = []
     thread = threading.Thread(target=lambda: codes.append(engine.run()), daemon=True)
     thread.start()
@@ -436,8 +589,24 @@ def inproc(net: PolicyValueNet):
         yield stdin, stdout
     finally:
         stdin.send("quit")
-        thread.join(timeout=10)
+        thread.join(timeout=30)
         assert not thread.is_alive() and codes == [0]
+
+
+def collect(stdout: LineOutput, seconds: float) -> list[str]:
+    """Every line written within ``seconds``."""
+    out, deadline = [], time.monotonic() + seconds
+    while True:
+        try:
+            out.append(stdout.queue.get(timeout=max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            return out
+
+
+@pytest.fixture
+def inproc(net: PolicyValueNet):
+    with serving(net) as streams:
+        yield streams
 
 
 def test_isready_and_go_while_searching(inproc) -> None:
@@ -518,3 +687,199 @@ def test_setoption_values(inproc) -> None:
                 "setoption name Ponder value maybe"]:
         stdin.send(bad)
         assert stdout.read_until("info string")[-1].startswith("info string setoption")
+
+
+# --------------------------------------------------------------------------------------------------
+# --player ab:material: alpha-beta through the same protocol
+
+MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"  # Ra8#
+BLACK_MATE_IN_ONE = "r5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 0 1"  # ...Ra1#
+AB_INFO = re.compile(r"info depth \d+ seldepth \d+ score (cp|mate) -?\d+ nodes \d+ nps \d+ time \d+ pv( [a-h][1-8][a-h][1-8][qrbn]?)+")
+AB_ARGV = [sys.executable, "-m", "alphazero.cli", "uci", "--player", "ab:material"]
+
+
+@pytest.fixture(scope="session")
+def ab_compiled() -> None:
+    """Compile (or load from numba's cache) the alpha-beta search once, before any engine needs it:
+    a cold compilation takes up to a minute on a loaded machine, a cached load about a second."""
+    from alphazero.search.alphabeta import AlphaBeta
+
+    AlphaBeta("material", tt_mb=1).search(chess.Board(MATE_IN_ONE), depth=2)
+
+
+@pytest.fixture(scope="module")
+def ab_engine(ab_compiled):
+    engine = chess.engine.SimpleEngine.popen_uci(AB_ARGV, timeout=120, cwd=str(REPO), env=_env())
+    try:
+        yield engine
+    finally:
+        try:
+            engine.quit()
+        except Exception:
+            engine.close()
+
+
+def test_ab_finds_mate_in_one_with_depth_3(ab_engine: chess.engine.SimpleEngine) -> None:
+    assert "ab:material" in ab_engine.id["name"]
+    assert {"Hash", "MoveOverhead", "Ponder"} <= set(ab_engine.options) and "Nodes" not in ab_engine.options
+    for fen, mate in [(MATE_IN_ONE, "a1a8"), (BLACK_MATE_IN_ONE, "a8a1")]:
+        board = chess.Board(fen)
+        result = ab_engine.play(board, chess.engine.Limit(depth=3), info=chess.engine.INFO_ALL)
+        assert result.move == chess.Move.from_uci(mate)
+        info = result.info
+        assert info["score"].relative == chess.engine.Mate(1)
+        assert info["depth"] >= 1 and info["seldepth"] >= 1 and info["nodes"] > 0
+        assert "nps" in info and "time" in info
+        assert info["pv"][0] == result.move
+
+
+def test_ab_reports_every_iteration(ab_engine: chess.engine.SimpleEngine) -> None:
+    board = chess.Board(POSITIONS[1])  # Black to move
+    with ab_engine.analysis(board, chess.engine.Limit(depth=5)) as analysis:
+        infos = [info for info in analysis if "depth" in info]
+        best = analysis.wait()
+    assert [info["depth"] for info in infos] == [1, 2, 3, 4, 5]
+    for info in infos:
+        assert info["score"].turn == chess.BLACK and info["nodes"] > 0 and info["seldepth"] >= 1
+        assert_legal_line(board, info["pv"])
+    assert [info["nodes"] for info in infos] == sorted(info["nodes"] for info in infos)
+    assert best.move == infos[-1]["pv"][0]
+
+
+def test_ab_respects_time_nodes_and_clock(ab_engine: chess.engine.SimpleEngine) -> None:
+    board = chess.Board()
+    started = time.monotonic()
+    result = ab_engine.play(board, chess.engine.Limit(time=0.2))
+    elapsed = time.monotonic() - started
+    assert result.move in board.legal_moves
+    # budget 200 - 50 ms overhead; the search starts no iteration after 60% of it and stops at the end
+    assert 0.08 <= elapsed < 1.5
+    result = ab_engine.play(board, chess.engine.Limit(nodes=3000), info=chess.engine.INFO_ALL)
+    assert result.info["nodes"] <= 3000  # the spec's default (100 ms) would search ten times more
+    started = time.monotonic()
+    result = ab_engine.play(board, chess.engine.Limit(white_clock=3, black_clock=3, white_inc=0, black_inc=0))
+    assert time.monotonic() - started < 1.5  # 3000 / 30 - 50 = 50 ms
+    assert result.move in board.legal_moves
+
+
+def test_ab_analysis_infinite_until_stop(ab_engine: chess.engine.SimpleEngine) -> None:
+    board = chess.Board(POSITIONS[1])
+    analysis = ab_engine.analysis(board)  # go infinite
+    try:
+        while analysis.info.get("depth", 0) < 4:
+            analysis.get()
+    finally:
+        stopped = time.monotonic()
+        analysis.stop()
+    waiter = concurrent.futures.ThreadPoolExecutor(1)  # a search that ignores stop fails, not hangs
+    try:
+        best = waiter.submit(analysis.wait).result(timeout=20)
+    finally:
+        waiter.shutdown(wait=False)
+    assert time.monotonic() - stopped < 3  # the running (shallow) iteration finishes first
+    assert best.move in board.legal_moves and best.move == analysis.info["pv"][0]
+
+
+def test_ab_plans_go_limits(ab_compiled) -> None:
+    searcher = AlphaBetaSearcher("ab:material?depth=7")
+
+    def plan(text: str, turn: chess.Color = chess.WHITE) -> dict:
+        return searcher.plan(Limits.from_go(parse_go(text.split()), turn, DEFAULT_MOVE_OVERHEAD_MS, 0.0), 0.0)
+
+    assert plan("depth 3") == {"depth": 3, "nodes": None, "movetime_ms": None}
+    assert plan("nodes 500") == {"depth": None, "nodes": 500, "movetime_ms": None}
+    assert plan("movetime 300")["movetime_ms"] == pytest.approx(250)
+    assert plan("wtime 60000 btime 1000 winc 1000 binc 0")["movetime_ms"] == pytest.approx(2000 + 750 - 50)
+    assert plan("wtime 60000 btime 3000 movestogo 2", chess.BLACK)["movetime_ms"] == pytest.approx(1000)
+    assert plan("wtime 10")["movetime_ms"] == pytest.approx(1.0)  # an exhausted clock still gets an answer
+    assert plan("") == {"depth": 7, "nodes": None, "movetime_ms": None}  # no limit: the spec's
+    assert plan("infinite") == {"depth": searcher.max_depth, "nodes": None, "movetime_ms": None}
+    assert plan("ponder movetime 300")["movetime_ms"] is None  # until ponderhit
+    default = AlphaBetaSearcher("ab:material")
+    assert default.plan(Limits.from_go(GoParams(), chess.WHITE, 50, 0.0), 0.0)["movetime_ms"] == 100
+    with pytest.raises(ValueError, match="unknown evaluation"):
+        AlphaBetaSearcher("ab:nonsense")
+
+
+def test_ab_infinite_and_ponder_wait_for_the_gui(ab_compiled) -> None:
+    with serving(AlphaBetaSearcher("ab:material")) as (stdin, stdout):
+        stdin.send(f"position fen {MATE_IN_ONE}", "go infinite")
+        stdout.read_until("info depth 3")  # the mate is proven and the search ends, yet...
+        assert not any(line.startswith("bestmove") for line in collect(stdout, 0.5))  # ...it waits for stop
+        stdin.send("stop")
+        assert stdout.read_until("bestmove")[-1] == "bestmove a1a8"
+        stdin.send("setoption name MoveOverhead value 0", "position startpos moves e2e4", "go ponder movetime 200")
+        lines = collect(stdout, 0.6)
+        assert lines and not any(line.startswith("bestmove") for line in lines)  # pondering past its movetime
+        hit = time.monotonic()
+        stdin.send("ponderhit")
+        lines += stdout.read_until("bestmove", timeout=30)
+        assert time.monotonic() - hit < 5  # the budget, after the running iteration (the GIL caveat)
+        infos = [line for line in lines if line.startswith("info depth")]
+        for line in infos:
+            assert AB_INFO.fullmatch(line), line
+        depths = [int(line.split()[2]) for line in infos]
+        assert depths == list(range(1, len(depths) + 1))  # the restart prints only deeper iterations
+        after = chess.Board()
+        after.push_uci("e2e4")
+        assert chess.Move.from_uci(lines[-1].split()[1]) in after.legal_moves
+
+
+def test_ab_hash_option_and_new_game(ab_compiled) -> None:
+    searcher = AlphaBetaSearcher("ab:material?hash=4")
+    with serving(searcher) as (stdin, stdout):
+        stdin.send("uci")
+        assert "option name Hash type spin default 4 min 1 max 65536" in stdout.read_until("uciok")
+        stdin.send("setoption name Hash value 1", "setoption name Hash value 0", "setoption name Nodes value 5", "isready")
+        reply = stdout.read_until("readyok")
+        assert len(reply) == 3 and all(line.startswith("info string setoption") for line in reply[:2])
+        stdin.send("position startpos", "go depth 4")
+        assert stdout.read_until("bestmove")[-1].split()[1] in {move.uci() for move in chess.Board().legal_moves}
+        assert searcher.alphabeta.tt.nbytes <= 2**20  # the new size, taken at the go
+        used = int((searcher.alphabeta.tt[:, 1] != 0).sum())
+        stdin.send("ucinewgame", "go depth 1")
+        stdout.read_until("bestmove")
+        assert int((searcher.alphabeta.tt[:, 1] != 0).sum()) < used  # the table was cleared first
+        stdin.send(f"position fen {MATED}", "go depth 3")
+        assert stdout.read_until("bestmove")[-2:] == ["info depth 0 score mate 0", "bestmove 0000"]
+
+
+# --------------------------------------------------------------------------------------------------
+# --player with any other spec: choose_moves, then bestmove
+
+HANGING_QUEEN = "4k3/8/8/3q4/4P3/8/8/4K3 w - - 0 1"  # exd5 is the only capture
+
+
+def test_other_player_specs_answer_through_choose_moves() -> None:
+    with serving(make_searcher("greedy")) as (stdin, stdout):
+        stdin.send("uci")
+        reply = stdout.read_until("uciok")
+        assert "greedy" in reply[0] and [line for line in reply if line.startswith("option")] == [
+            "option name Ponder type check default false"]
+        stdin.send(f"position fen {HANGING_QUEEN}", "go depth 5")
+        assert stdout.read_until("bestmove")[-1] == "bestmove e4d5"
+        stdin.send(f"position fen {STALEMATED}", "go")
+        assert stdout.read_until("bestmove")[-2:] == ["info depth 0 score cp 0", "bestmove 0000"]
+        stdin.send("position startpos", "go infinite")
+        assert not any(line.startswith("bestmove") for line in collect(stdout, 0.3))
+        stdin.send("stop")
+        assert chess.Move.from_uci(stdout.read_until("bestmove")[-1].split()[1]) in chess.Board().legal_moves
+        stdin.send("setoption name Hash value 4", "setoption name Nodes value 3", "isready")
+        reply = stdout.read_until("readyok")
+        assert len(reply) == 2 and "unknown option 'Nodes'" in reply[0]
+
+
+def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture[str]) -> None:
+    from alphazero.cli import main
+
+    for argv in (["uci"], ["uci", "--player", "greedy", "--checkpoint", "net.pt"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+    capsys.readouterr()
+    for spec, fault in [("ab:nonsense", "unknown evaluation 'nonsense'"), ("frob:x", "unknown kind 'frob'"),
+                        ("ab:material?depth=x", "depth='x'")]:
+        assert main(["uci", "--player", spec]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("alphazero uci: error: ") and fault in err[0], err
+    assert run_uci_player("random?x=1") == 2

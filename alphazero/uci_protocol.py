@@ -1,0 +1,334 @@
+"""UCI protocol: input lines -> typed commands, options as a table of data, replies as text.
+
+Owns the grammar of the Universal Chess Interface as an engine hears and speaks it: ``parse_line``
+turns one line into a command value (``Go``, ``Position``, ``SetOption``, ...) or says what is wrong
+with it; ``Option`` / ``OptionTable`` declare an engine's options once each (name, type, default,
+range, the setting it sets) and both print their ``option`` lines and check ``setoption`` values;
+``format_info`` / ``format_bestmove`` write replies. Knows nothing of threads, searches or networks:
+the engine (``alphazero.uci``) reads commands, keeps the state and decides what they mean.
+
+Grammar
+=======
+
+``uci``, ``debug on|off``, ``isready``, ``setoption name <id> [value <x>]``, ``register`` (ignored),
+``ucinewgame``, ``position startpos|fen FEN [moves ...]``, ``go [limits]`` (``alphazero.uci_limits``),
+``stop``, ``ponderhit``, ``quit``. A line whose first token is unknown is searched for a known
+command further on, as the UCI spec asks ("joho debug on" is ``debug on``; ``ParsedLine.skipped``
+holds "joho"). A line with no known command, or a command with bad arguments, parses to no command
+and an ``error`` (the engine answers it with ``info string``): a bad ``position`` leaves the
+previous position, a bad ``go`` starts no search. Blank lines are nothing at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import chess
+
+from alphazero.encoding import board_from_fen
+from alphazero.uci_limits import GoParams, parse_go
+
+# --------------------------------------------------------------------------------------------------
+# Commands
+
+
+@dataclass(frozen=True)
+class Uci:
+    pass
+
+
+@dataclass(frozen=True)
+class Debug:
+    on: bool
+
+
+@dataclass(frozen=True)
+class IsReady:
+    pass
+
+
+@dataclass(frozen=True)
+class SetOption:
+    name: str  # as sent, spaces kept ("Move Overhead")
+    value: str  # "" when the command has no value (a button)
+
+
+@dataclass(frozen=True)
+class Register:
+    pass
+
+
+@dataclass(frozen=True)
+class UciNewGame:
+    pass
+
+
+@dataclass(frozen=True)
+class Position:
+    board: chess.Board  # with the moves on its stack
+
+
+@dataclass(frozen=True)
+class Go:
+    params: GoParams
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class PonderHit:
+    pass
+
+
+@dataclass(frozen=True)
+class Quit:
+    pass
+
+
+Command = Uci | Debug | IsReady | SetOption | Register | UciNewGame | Position | Go | Stop | PonderHit | Quit
+
+
+@dataclass(frozen=True)
+class ParsedLine:
+    """One input line: the command (``None`` if there is none to obey), the unknown tokens skipped
+    before it, and what was wrong when the line has a command word with bad arguments, or none."""
+
+    command: Command | None
+    skipped: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def parse_position(args: Sequence[str]) -> chess.Board:
+    """The tokens after ``position`` -> the board (with its moves on the stack); ``ValueError`` if bad."""
+    if not args:
+        raise ValueError("position: expected 'startpos' or 'fen <FEN>'")
+    kind = args[0].lower()
+    if kind == "startpos":
+        board = chess.Board()
+        rest = list(args[1:])
+    elif kind == "fen":
+        fields: list[str] = []
+        i = 1
+        while i < len(args) and args[i].lower() != "moves":
+            fields.append(args[i])
+            i += 1
+        if not fields:
+            raise ValueError("position fen: missing FEN")
+        if len(fields) > 6:
+            raise ValueError(f"position fen: too many FEN fields in {' '.join(fields)!r}")
+        board = board_from_fen(" ".join(fields))
+        rest = list(args[i:])
+    else:
+        raise ValueError(f"position: expected 'startpos' or 'fen', got {args[0]!r}")
+    if not rest:
+        return board
+    if rest[0].lower() != "moves":
+        raise ValueError(f"position: expected 'moves', got {rest[0]!r}")
+    for ply, token in enumerate(rest[1:], start=1):
+        try:
+            move = board.parse_uci(token)
+        except ValueError:
+            raise ValueError(f"position: move {ply} {token!r} is not legal in {board.fen()}") from None
+        if not move:
+            raise ValueError(f"position: move {ply} is a null move (0000)")
+        board.push(move)
+    return board
+
+
+def _parse_debug(args: list[str]) -> Debug:
+    if len(args) != 1 or args[0].lower() not in ("on", "off"):
+        raise ValueError("debug: expected 'debug on' or 'debug off'")
+    return Debug(args[0].lower() == "on")
+
+
+def _parse_setoption(args: list[str]) -> SetOption:
+    lowered = [a.lower() for a in args]
+    if not args or lowered[0] != "name" or len(args) < 2 or lowered[1] == "value":
+        raise ValueError("setoption: expected 'setoption name <id> [value <x>]'")
+    if "value" in lowered:
+        at = lowered.index("value")
+        return SetOption(" ".join(args[1:at]), " ".join(args[at + 1 :]))
+    return SetOption(" ".join(args[1:]), "")
+
+
+def _parse_position_command(args: list[str]) -> Position:
+    try:
+        return Position(parse_position(args))
+    except ValueError as error:
+        raise ValueError(f"{error}; position unchanged") from None
+
+
+def _parse_go_command(args: list[str]) -> Go:
+    try:
+        return Go(parse_go(args))
+    except ValueError as error:
+        raise ValueError(f"{error}; no search started") from None
+
+
+def _no_args(command: Command):
+    return lambda args: command  # extra tokens after an argument-less command are ignored, as before
+
+
+_PARSERS = {
+    "uci": _no_args(Uci()),
+    "debug": _parse_debug,
+    "isready": _no_args(IsReady()),
+    "setoption": _parse_setoption,
+    "register": _no_args(Register()),
+    "ucinewgame": _no_args(UciNewGame()),
+    "position": _parse_position_command,
+    "go": _parse_go_command,
+    "stop": _no_args(Stop()),
+    "ponderhit": _no_args(PonderHit()),
+    "quit": _no_args(Quit()),
+}
+COMMAND_WORDS = tuple(_PARSERS)
+
+
+def parse_line(line: str) -> ParsedLine | None:
+    """One input line -> ``ParsedLine``; ``None`` for a blank line. Never raises."""
+    tokens = line.split()
+    if not tokens:
+        return None
+    for index, token in enumerate(tokens):
+        parser = _PARSERS.get(token.lower())
+        if parser is None:
+            continue
+        skipped = tuple(tokens[:index])
+        try:
+            return ParsedLine(parser(tokens[index + 1 :]), skipped)
+        except ValueError as error:
+            return ParsedLine(None, skipped, str(error))
+    return ParsedLine(None, error=f"unknown command {line.strip()!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Options
+
+
+@dataclass(frozen=True)
+class Option:
+    """One engine option. ``kind``: ``spin`` (int in [low, high]), ``check`` (bool), ``float`` (a float
+    in (low, high), announced as UCI type ``string`` since UCI has no float type) or ``string``.
+    ``sets`` names the engine setting it changes."""
+
+    name: str
+    kind: str
+    default: Any
+    sets: str
+    low: float | None = None
+    high: float | None = None
+    help: str = ""
+
+    @property
+    def key(self) -> str:
+        """How ``setoption`` names are matched: without spaces, case-insensitive ("Move Overhead")."""
+        return option_key(self.name)
+
+    def declaration(self) -> str:
+        """The ``option`` line of the ``uci`` reply."""
+        if self.kind == "spin":
+            return f"option name {self.name} type spin default {self.default} min {self.low} max {self.high}"
+        if self.kind == "check":
+            return f"option name {self.name} type check default {'true' if self.default else 'false'}"
+        return f"option name {self.name} type string default {self.default}"
+
+    def parse(self, value: str, name: str | None = None) -> Any:
+        """The setting for ``setoption ... value <value>``; ``ValueError`` naming the option and the rule."""
+        name = name or self.name
+        if self.kind == "spin":
+            try:
+                number = int(value)
+            except ValueError:
+                raise ValueError(f"{name} value {value!r} is not an integer") from None
+            if not self.low <= number <= self.high:
+                raise ValueError(f"{name} must be in [{self.low}, {self.high}], got {number}")
+            return number
+        if self.kind == "check":
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"{name} value must be true or false, got {value!r}")
+            return value.lower() == "true"
+        if self.kind == "float":
+            try:
+                number = float(value)
+            except ValueError:
+                raise ValueError(f"{name} value {value!r} is not a number") from None
+            if not self.low < number < self.high:
+                raise ValueError(f"{name} must be in ({self.low}, {self.high}), got {value!r}")
+            return number
+        return value
+
+
+def option_key(name: str) -> str:
+    return name.replace(" ", "").lower()
+
+
+class OptionTable:
+    """An engine's options in the order it announces them, plus names it accepts and ignores
+    (what GUIs send unasked, such as ``Hash`` to an engine without one)."""
+
+    def __init__(self, options: Iterable[Option], ignored: Iterable[str] = ()) -> None:
+        self.options = tuple(options)
+        self._by_key = {option.key: option for option in self.options}
+        self.ignored = frozenset(option_key(name) for name in ignored)
+
+    def declarations(self) -> list[str]:
+        return [option.declaration() for option in self.options]
+
+    def defaults(self) -> dict[str, Any]:
+        """The settings before any ``setoption``: ``{option.sets: option.default}``."""
+        return {option.sets: option.default for option in self.options}
+
+    def parse(self, command: SetOption) -> tuple[str, Any] | None:
+        """``(setting, value)`` for a ``setoption``, ``None`` for an accepted-and-ignored name;
+        ``ValueError`` for an unknown name or a bad value."""
+        key = option_key(command.name)
+        option = self._by_key.get(key)
+        if option is None:
+            if key in self.ignored:
+                return None
+            known = ", ".join(option.name for option in self.options)
+            raise ValueError(f"unknown option {command.name!r} (known: {known})")
+        return option.sets, option.parse(command.value, command.name)
+
+
+# --------------------------------------------------------------------------------------------------
+# Replies
+
+
+def format_score(cp: int | None, mate: int | None) -> str:
+    """``mate M`` (moves, negative when the side to move is mated) if ``mate`` is set, else ``cp X``."""
+    return f"mate {mate}" if mate is not None else f"cp {cp}"
+
+
+def format_info(**fields: Any) -> str:
+    """``info`` and the fields in the order given; ``None`` values are left out, ``pv`` is a list
+    of moves (``chess.Move`` or UCI strings) and left out when empty, ``score`` is preformatted
+    (``format_score``). ``format_info(depth=3, score="cp 20", pv=["e2e4"])`` ->
+    ``info depth 3 score cp 20 pv e2e4``."""
+    parts = ["info"]
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name == "pv":
+            if not value:
+                continue
+            value = " ".join(move.uci() if isinstance(move, chess.Move) else str(move) for move in value)
+        parts.append(f"{name} {value}")
+    return " ".join(parts)
+
+
+def format_info_string(text: str) -> str:
+    """``info string`` with ``text`` on one line."""
+    return "info string " + " ".join(text.split())
+
+
+def format_bestmove(move: chess.Move | None, ponder: chess.Move | None = None) -> str:
+    """``bestmove m [ponder p]``; no move (no legal move) is ``0000``."""
+    text = f"bestmove {'0000' if move is None else move.uci()}"
+    return text + (f" ponder {ponder.uci()}" if ponder is not None and move is not None else "")
