@@ -16,11 +16,11 @@ import chess
 import numpy as np
 import torch
 
-from alphazero import encoding
+from alphazero.board import encoding
 from alphazero.config import RunConfig
-from alphazero.evaluator import NetworkEvaluator
-from alphazero.mcts import MCTS, GameTree
-from alphazero.network import PolicyValueNet
+from alphazero.nets.evaluator import NetworkEvaluator
+from alphazero.nets.network import PolicyValueNet
+from alphazero.search.mcts import MCTS, GameTree
 
 
 def default_config_path() -> Path | None:

@@ -6,14 +6,14 @@ Layout of ``RUN/``::
     state.json           run state: generation, best network, counters, arena history
     learner.pt           learner state: network, optimizer, step, random states
     networks/gen-NNNN.pt every generation's candidate network (gen-0000 is the initial best)
-    replay/shard-*.npz   self-play games (``alphazero.replay``)
+    replay/shard-*.npz   self-play games (``alphazero.learn.replay``)
     replay/inflight.npz  self-play games not yet finished, per actor slot: a resume continues them
     arena/gen-NNNN.jsonl one line per finished arena game of generation NNNN, appended as it ends
     arena/gen-NNNN.inflight.json  the moves of its unfinished games, rewritten after every arena call
     arena/gen-NNNN.pgn   the games of a decided arena
     metrics.jsonl        one line per learner call: losses, learning rate, samples/s
     events.jsonl         driver events: arena results, promotions, restarted workers
-    tensorboard/         live curves for TensorBoard (``alphazero.curves``)
+    tensorboard/         live curves for TensorBoard (``alphazero.learn.curves``)
     .train.lock          held by the one driver of this run (``alphazero.fileio.DirectoryLock``)
 
 Every file is replaced by temp file + rename, so a kill at any moment leaves the previous version;
@@ -69,7 +69,7 @@ class PendingArena:
     """An arena that has started and not yet been decided.
 
     ``openings`` are ``[name, fen, [uci moves]]``; game ``i`` plays opening ``i // 2`` with the
-    candidate as White when ``i`` is even (``alphazero.arena.match_schedule``).
+    candidate as White when ``i`` is even (``alphazero.judge.arena.match_schedule``).
     """
 
     generation: int

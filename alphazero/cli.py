@@ -73,7 +73,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_diagnose(args: argparse.Namespace) -> int:
     import torch
 
-    from alphazero.diagnose import diagnose
+    from alphazero.learn.diagnose import diagnose
 
     torch.set_num_threads(args.threads)
     report = diagnose(args.run_dir, steps=args.steps, rounds=args.rounds, max_shards=args.max_shards)
@@ -91,19 +91,19 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 def cmd_uci(args: argparse.Namespace) -> int:
     if args.player is not None:
-        from alphazero.uci import run_uci_player
+        from alphazero.judge.uci import run_uci_player
 
         return run_uci_player(args.player, device=args.device)
-    from alphazero.uci import run_uci
+    from alphazero.judge.uci import run_uci
 
     return run_uci(args.checkpoint, device=args.device)
 
 
-# ---- evaluation commands: arena, ratings, puzzles, play (implemented in alphazero.evaluate) ----
+# ---- evaluation commands: arena, ratings, puzzles, play (implemented in alphazero.judge.evaluate) ----
 
 
 def cmd_arena(args: argparse.Namespace) -> int:
-    from alphazero.evaluate import format_arena_report, parse_sprt, run_arena
+    from alphazero.judge.evaluate import format_arena_report, parse_sprt, run_arena
 
     sprt = parse_sprt(args.sprt) if args.sprt else None
     runner = None
@@ -122,7 +122,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
 
 
 def cmd_ratings(args: argparse.Namespace) -> int:
-    from alphazero.evaluate import run_ratings
+    from alphazero.judge.evaluate import run_ratings
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -138,7 +138,7 @@ def cmd_ratings(args: argparse.Namespace) -> int:
 
 
 def cmd_puzzles(args: argparse.Namespace) -> int:
-    from alphazero.evaluate import format_puzzle_report, run_puzzles
+    from alphazero.judge.evaluate import format_puzzle_report, run_puzzles
 
     report = run_puzzles(args.file, args.player, limit=args.limit, seed=args.seed)
     print(json.dumps(report) if args.json else format_puzzle_report(report))
@@ -148,7 +148,7 @@ def cmd_puzzles(args: argparse.Namespace) -> int:
 def cmd_play(args: argparse.Namespace) -> int:
     import chess
 
-    from alphazero.evaluate import play_human
+    from alphazero.judge.evaluate import play_human
 
     play_human(args.checkpoint, chess.WHITE if args.color == "white" else chess.BLACK, sims=args.sims,
                pgn_path=args.pgn, unicode=args.unicode)

@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from alphazero.mcts import SearchConfig
-from alphazero.network import NetworkConfig
+from alphazero.nets.network import NetworkConfig
+from alphazero.search.mcts import SearchConfig
 
 
 class ConfigError(ValueError):

@@ -7,7 +7,7 @@ import chess
 import numpy as np
 import pytest
 
-from alphazero.board import Position, move_to_chess
+from alphazero.board.position import Position, move_to_chess
 from alphazero.search import alphabeta as A
 from alphazero.search.ab_player import ABPlayer, parse_ab_spec
 from alphazero.search.alphabeta import MATE, AlphaBeta
@@ -176,7 +176,7 @@ def test_depth_limit_and_info(search):
 
 
 def test_ab_spec_through_make_player():
-    from alphazero.players import make_player
+    from alphazero.judge.players import make_player
 
     player = make_player("ab:material?depth=3&hash=1")
     assert isinstance(player, ABPlayer) and player.name == "ab:material?depth=3&hash=1"
@@ -199,7 +199,7 @@ def test_ab_spec_through_make_player():
     ("ab:material?depth", "is not name=value"),
 ])
 def test_bad_ab_spec_is_one_clear_error(spec, message):
-    from alphazero.players import make_player
+    from alphazero.judge.players import make_player
 
     with pytest.raises(ValueError, match="player spec") as error:
         make_player(spec)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from alphazero.cli import main
-from alphazero.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
 
 BOOK = Path("/usr/share/games/gnuchess/book.bin")
 
@@ -155,8 +155,8 @@ def test_ray_workers_play_the_whole_match(capsys, tmp_path) -> None:
 
 
 def test_a_match_resumed_from_part_of_its_schedule_plays_only_those_games() -> None:
-    from alphazero.arena import Match, match_schedule, play_match, random_openings
-    from alphazero.players import GreedyPlayer, RandomPlayer
+    from alphazero.judge.arena import Match, match_schedule, play_match, random_openings
+    from alphazero.judge.players import GreedyPlayer, RandomPlayer
 
     openings = random_openings(3, 2, seed=5)
     schedule = match_schedule(openings)
@@ -179,8 +179,8 @@ def test_a_match_resumed_from_part_of_its_schedule_plays_only_those_games() -> N
 
 
 def test_a_match_continues_games_from_the_moves_they_had_reached() -> None:
-    from alphazero.arena import Match, match_schedule, random_openings
-    from alphazero.players import GreedyPlayer, RandomPlayer
+    from alphazero.judge.arena import Match, match_schedule, random_openings
+    from alphazero.judge.players import GreedyPlayer, RandomPlayer
 
     openings = random_openings(2, 2, seed=3)
     first = Match(GreedyPlayer(seed=1), RandomPlayer(seed=2), match_schedule(openings), max_plies=30)

@@ -7,8 +7,8 @@ import chess.polyglot
 import numpy as np
 import pytest
 
-from alphazero.board import Position, move_from_chess, move_to_chess
 from alphazero.board import kernel as K
+from alphazero.board.position import Position, move_from_chess, move_to_chess
 
 # The Chess Programming Wiki's perft positions with their published leaf counts.
 PERFT = [

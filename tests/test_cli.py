@@ -10,7 +10,7 @@ import chess
 import torch
 
 from alphazero.cli import main
-from alphazero.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
 
 TINY = ["--set", "network.blocks=1", "--set", "network.channels=8", "--set", "network.policy_channels=8",
         "--set", "network.value_hidden=16", "--set", "search.num_simulations=8", "--set", "selfplay.games_per_worker=4"]
@@ -67,9 +67,9 @@ def test_diagnose_reports_data_and_held_out_losses(tmp_path, capsys) -> None:
     """A run directory made of real self-play shards: the report counts them and trains on 80%."""
     from alphazero.checkpoint import RunDirectory
     from alphazero.config import load_config
-    from alphazero.evaluator import UniformEvaluator
-    from alphazero.replay import write_shard
-    from alphazero.selfplay import SelfPlayer
+    from alphazero.learn.replay import write_shard
+    from alphazero.nets.evaluator import UniformEvaluator
+    from alphazero.search.selfplay import SelfPlayer
 
     config = load_config(None, ["network.blocks=1", "network.channels=8", "network.policy_channels=8",
                                 "network.value_hidden=16", "train.batch_size=32", "train.window_positions=1000",

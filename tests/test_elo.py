@@ -1,4 +1,4 @@
-"""Tests of alphazero.elo: expectations come from theory or from independent computation."""
+"""Tests of alphazero.judge.elo: expectations come from theory or from independent computation."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from alphazero.elo import (
+from alphazero.judge.elo import (
     SPRT,
     MatchResult,
     PentanomialResult,

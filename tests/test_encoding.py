@@ -8,10 +8,20 @@ import chess
 import numpy as np
 import pytest
 
-from alphazero import encoding
-from alphazero.encoding import (
-    NUM_ACTIONS, PACKED_SIZE, action_to_move, board_from_fen, encode_board, encode_boards, encode_packed,
-    legal_action_mask, move_to_action, moves_to_actions, pack_planes, unpack_planes,
+from alphazero.board import encoding
+from alphazero.board.encoding import (
+    NUM_ACTIONS,
+    PACKED_SIZE,
+    action_to_move,
+    board_from_fen,
+    encode_board,
+    encode_boards,
+    encode_packed,
+    legal_action_mask,
+    move_to_action,
+    moves_to_actions,
+    pack_planes,
+    unpack_planes,
 )
 
 VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}

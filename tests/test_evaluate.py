@@ -15,10 +15,16 @@ import chess.pgn
 import pytest
 import torch
 
-from alphazero.checkpoint import ArenaRecord, RunDirectory, RunState, append_jsonl, read_jsonl
+from alphazero.checkpoint import (
+    ArenaRecord,
+    RunDirectory,
+    RunState,
+    append_jsonl,
+    read_jsonl,
+)
 from alphazero.cli import main
-from alphazero.evaluate import parse_human_move, rate_players, wilson_interval
-from alphazero.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.judge.evaluate import parse_human_move, rate_players, wilson_interval
+from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
 
 # Installed by .ci/run (apt-get install stockfish); a missing engine fails these tests, never skips them.
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"

@@ -1,4 +1,4 @@
-"""Tests for the search/network seam (``alphazero.evaluator``).
+"""Tests for the search/network seam (``alphazero.nets.evaluator``).
 
 References are computed independently: a plain per-row numpy softmax for ``masked_softmax``, and the
 unfused ``PolicyValueNet`` in eval mode on ``encode_board`` planes, gathered at ``move_to_action`` of
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from alphazero import encoding
-from alphazero.evaluator import NetworkEvaluator, UniformEvaluator, masked_softmax
-from alphazero.mcts import MCTS, GameTree, SearchConfig
-from alphazero.network import NetworkConfig, PolicyValueNet
+from alphazero.board import encoding
+from alphazero.nets.evaluator import NetworkEvaluator, UniformEvaluator, masked_softmax
+from alphazero.nets.network import NetworkConfig, PolicyValueNet
+from alphazero.search.mcts import MCTS, GameTree, SearchConfig
 
 torch.set_num_threads(1)
 

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from alphazero.fileio import DirectoryLock, LockedError, append_jsonl, atomic_write, atomic_write_text, read_jsonl
+from alphazero.fileio import (
+    DirectoryLock,
+    LockedError,
+    append_jsonl,
+    atomic_write,
+    atomic_write_text,
+    read_jsonl,
+)
 
 
 def test_failed_atomic_write_names_the_file_and_keeps_the_previous_version(tmp_path: Path) -> None:

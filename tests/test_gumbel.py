@@ -9,9 +9,10 @@ import math
 import chess
 import numpy as np
 import pytest
+from test_mcts import MATE_IN_ONE, RecordingEvaluator, mating_moves
 
-from alphazero.evaluator import UniformEvaluator
-from alphazero.mcts import (
+from alphazero.nets.evaluator import UniformEvaluator
+from alphazero.search.mcts import (
     MCTS,
     GameTree,
     Node,
@@ -20,7 +21,6 @@ from alphazero.mcts import (
     considered_visit_sequence,
     gumbel_policy,
 )
-from test_mcts import MATE_IN_ONE, RecordingEvaluator, mating_moves
 
 GUMBEL = dict(algorithm="gumbel")
 

@@ -1,4 +1,4 @@
-"""Tests for the batched PUCT search (``alphazero.mcts``) and terminal detection (``alphazero.game``).
+"""Tests for the batched PUCT search (``alphazero.search.mcts``) and terminal detection (``alphazero.board.game``).
 
 python-chess is the rules oracle throughout: mates, stalemates and draws are recognised with its own
 calls, never with ``terminal_status``. The fake evaluators below are deterministic functions of the
@@ -14,8 +14,7 @@ import chess
 import numpy as np
 import pytest
 
-from alphazero.evaluator import UniformEvaluator
-from alphazero.game import (
+from alphazero.board.game import (
     CHECKMATE,
     FIFTY_MOVES,
     INSUFFICIENT_MATERIAL,
@@ -23,7 +22,8 @@ from alphazero.game import (
     THREEFOLD_REPETITION,
     terminal_status,
 )
-from alphazero.mcts import MCTS, GameTree, SearchConfig, choose_move_index
+from alphazero.nets.evaluator import UniformEvaluator
+from alphazero.search.mcts import MCTS, GameTree, SearchConfig, choose_move_index
 
 # Mate-in-one positions (the side to move mates).
 WHITE_BACK_RANK = "6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"  # Ra8#

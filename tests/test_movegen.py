@@ -7,7 +7,7 @@ import random
 import chess
 import pytest
 
-from alphazero.movegen import legal_moves
+from alphazero.board.movegen import legal_moves
 
 # Positions chosen for what goes wrong in move generators (most from the perft suites).
 TRICKY = [

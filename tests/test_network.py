@@ -1,4 +1,4 @@
-"""Tests for the policy/value network and its safe file format (``alphazero.network``)."""
+"""Tests for the policy/value network and its safe file format (``alphazero.nets.network``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from alphazero import encoding
-from alphazero.network import (
+from alphazero.board import encoding
+from alphazero.nets.network import (
     PRESETS,
     NetworkConfig,
     PolicyValueNet,

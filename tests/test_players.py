@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from alphazero.cli import main
-from alphazero.network import NetworkConfig, PolicyValueNet, save_network
-from alphazero.players import make_player
+from alphazero.judge.players import make_player
+from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
 
 # Installed by .ci/run (apt-get install stockfish); a missing engine fails these tests, never skips them.
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"

@@ -1,4 +1,4 @@
-"""Tests for game records, the on-disk shard format and the sampling window (``alphazero.replay``).
+"""Tests for game records, the on-disk shard format and the sampling window (``alphazero.learn.replay``).
 
 Real self-play games (uniform evaluator, tiny searches) are written and read back; the window tests
 use synthetic shards whose positions are all distinct, so every sampled row can be traced to the
@@ -18,13 +18,21 @@ import numpy as np
 import pytest
 import torch
 
-from alphazero import encoding, replay
+from alphazero.board import encoding
+from alphazero.board.game import MAX_LENGTH
 from alphazero.config import SelfPlayConfig
-from alphazero.evaluator import UniformEvaluator
-from alphazero.game import MAX_LENGTH
-from alphazero.mcts import SearchConfig
-from alphazero.replay import GameRecord, ReplayWindow, next_shard_path, read_shard, shard_paths, write_shard
-from alphazero.selfplay import SelfPlayer
+from alphazero.learn import replay
+from alphazero.learn.replay import (
+    GameRecord,
+    ReplayWindow,
+    next_shard_path,
+    read_shard,
+    shard_paths,
+    write_shard,
+)
+from alphazero.nets.evaluator import UniformEvaluator
+from alphazero.search.mcts import SearchConfig
+from alphazero.search.selfplay import SelfPlayer
 
 torch.set_num_threads(1)
 

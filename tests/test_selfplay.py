@@ -1,4 +1,4 @@
-"""Tests for self-play (``alphazero.selfplay``): results, value targets, PGN, openings, temperature.
+"""Tests for self-play (``alphazero.search.selfplay``): results, value targets, PGN, openings, temperature.
 
 python-chess is the rules oracle: every game is replayed from its PGN and the replay decides who won,
 which positions were recorded and what their planes must be.
@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from alphazero import encoding
+from alphazero.board import encoding
 from alphazero.config import SelfPlayConfig
-from alphazero.evaluator import NetworkEvaluator, UniformEvaluator
-from alphazero.mcts import SearchConfig
-from alphazero.network import NetworkConfig, PolicyValueNet
-from alphazero.selfplay import SelfPlayer
+from alphazero.nets.evaluator import NetworkEvaluator, UniformEvaluator
+from alphazero.nets.network import NetworkConfig, PolicyValueNet
+from alphazero.search.mcts import SearchConfig
+from alphazero.search.selfplay import SelfPlayer
 
 torch.set_num_threads(1)
 
@@ -376,7 +376,7 @@ def test_games_played_out_under_resignation_measure_false_resignations() -> None
 
 
 def test_games_in_flight_survive_a_restart_through_the_file(tmp_path) -> None:
-    from alphazero.replay import read_inflight, write_inflight
+    from alphazero.learn.replay import read_inflight, write_inflight
 
     config = dict(games_per_worker=3, max_plies=60, temperature_plies=10, full_search_fraction=0.5,
                   fast_simulations=2)

@@ -1,4 +1,4 @@
-"""Tests for the learner (``alphazero.train``): loss, learning, schedule, and resumable state."""
+"""Tests for the learner (``alphazero.learn.train``): loss, learning, schedule, and resumable state."""
 
 from __future__ import annotations
 
@@ -9,12 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from alphazero import encoding
+from alphazero.board import encoding
+from alphazero.board.game import MAX_LENGTH
 from alphazero.config import TrainConfig
-from alphazero.game import MAX_LENGTH
-from alphazero.network import NetworkConfig, PolicyValueNet, atomic_torch_save, safe_torch_load
-from alphazero.replay import GameRecord, write_shard
-from alphazero.train import Learner, compute_loss
+from alphazero.learn.replay import GameRecord, write_shard
+from alphazero.learn.train import Learner, compute_loss
+from alphazero.nets.network import (
+    NetworkConfig,
+    PolicyValueNet,
+    atomic_torch_save,
+    safe_torch_load,
+)
 
 torch.set_num_threads(1)
 

@@ -22,7 +22,7 @@ import pytest
 
 from alphazero.checkpoint import RunDirectory, read_jsonl
 from alphazero.config import load_config
-from alphazero.replay import read_shard, shard_paths
+from alphazero.learn.replay import read_shard, shard_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
@@ -390,10 +390,10 @@ def test_chaos_sigkills_at_random_moments_lose_nothing_and_arenas_complete(tmp_p
 def test_a_failed_write_stops_the_run_with_one_line_and_resume_works(tmp_path: Path, monkeypatch) -> None:
     import errno
 
-    import alphazero.replay
+    import alphazero.learn.replay
     from workers.driver import RunError, run_training
 
-    real_write = alphazero.replay.atomic_write
+    real_write = alphazero.learn.replay.atomic_write
     calls = {"n": 0}
 
     def disk_fills_up(path, write):
@@ -407,7 +407,7 @@ def test_a_failed_write_stops_the_run_with_one_line_and_resume_works(tmp_path: P
 
         return real_write(path, half_then_full)
 
-    monkeypatch.setattr(alphazero.replay, "atomic_write", disk_fills_up)
+    monkeypatch.setattr(alphazero.learn.replay, "atomic_write", disk_fills_up)
     run_dir = tmp_path / "run"
     config = load_config(SMOKE, ["max_generations=3"])
     with pytest.raises(RunError) as caught:

@@ -1,5 +1,5 @@
-"""Tests for the UCI front-end: protocol (``alphazero.uci_protocol``), limits (``alphazero.uci_limits``)
-and the engine (``alphazero.uci``).
+"""Tests for the UCI front-end: protocol (``alphazero.judge.uci_protocol``), limits (``alphazero.judge.uci_limits``)
+and the engine (``alphazero.judge.uci``).
 
 The pure layers are tested on their own: the line parser and option tables as data, the stop rules
 with explicit clock readings and no threads. The engine is driven three ways: as a subprocess
@@ -18,7 +18,6 @@ import contextlib
 import os
 import queue
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -30,8 +29,7 @@ import chess.engine
 import pytest
 import torch
 
-from alphazero.network import NetworkConfig, PolicyValueNet, save_network
-from alphazero.uci import (
+from alphazero.judge.uci import (
     AB_OPTIONS,
     DEFAULT_MOVE_OVERHEAD_MS,
     NETWORK_OPTIONS,
@@ -41,8 +39,14 @@ from alphazero.uci import (
     run_uci,
     run_uci_player,
 )
-from alphazero.uci_limits import GoParams, Limits, depth_to_nodes, parse_go, time_budget
-from alphazero.uci_protocol import (
+from alphazero.judge.uci_limits import (
+    GoParams,
+    Limits,
+    depth_to_nodes,
+    parse_go,
+    time_budget,
+)
+from alphazero.judge.uci_protocol import (
     Debug,
     Go,
     IsReady,
@@ -57,13 +61,14 @@ from alphazero.uci_protocol import (
     parse_line,
     parse_position,
 )
+from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
 
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
 STOCKFISH = "/usr/games/stockfish"
-ENGINE_SCRIPT = "import sys; from alphazero.uci import run_uci; sys.exit(run_uci(sys.argv[1]))"
+ENGINE_SCRIPT = "import sys; from alphazero.judge.uci import run_uci; sys.exit(run_uci(sys.argv[1]))"
 
 POSITIONS = [
     chess.STARTING_FEN,

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from alphazero.checkpoint import RunDirectory, read_jsonl  # noqa: E402
-from alphazero.replay import read_shard, shard_paths  # noqa: E402
+from alphazero.learn.replay import read_shard, shard_paths  # noqa: E402
 
 
 def _session_pids(session: int) -> list[int]:

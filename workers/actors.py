@@ -13,16 +13,28 @@ from typing import Any
 
 import torch
 
-from alphazero.arena import GameResult, Match, Opening, ScheduledGame, book_openings, random_openings
 from alphazero.checkpoint import RunDirectory, append_jsonl
 from alphazero.config import RunConfig
-from alphazero.curves import Curves
-from alphazero.evaluator import NetworkEvaluator
-from alphazero.network import atomic_torch_save, net_from_payload, safe_torch_load, save_network
-from alphazero.players import MCTSPlayer
-from alphazero.replay import shard_paths
-from alphazero.selfplay import SelfPlayer
-from alphazero.train import Learner
+from alphazero.judge.arena import (
+    GameResult,
+    Match,
+    Opening,
+    ScheduledGame,
+    book_openings,
+    random_openings,
+)
+from alphazero.judge.players import MCTSPlayer
+from alphazero.learn.curves import Curves
+from alphazero.learn.replay import shard_paths
+from alphazero.learn.train import Learner
+from alphazero.nets.evaluator import NetworkEvaluator
+from alphazero.nets.network import (
+    atomic_torch_save,
+    net_from_payload,
+    safe_torch_load,
+    save_network,
+)
+from alphazero.search.selfplay import SelfPlayer
 
 
 def _node_info() -> dict[str, Any]:
@@ -88,7 +100,7 @@ class LearnerWorker:
 
     def _load_recent_shards(self) -> None:
         """Fill the window with the newest shards on disk (what a resume needs)."""
-        from alphazero.replay import read_shard
+        from alphazero.learn.replay import read_shard
 
         chosen, total = [], 0
         for path in reversed(shard_paths(self.run.replay_dir)):

@@ -6,8 +6,8 @@ from typing import Callable, Sequence
 
 import ray
 
-from alphazero.arena import GameResult, Opening
-from alphazero.evaluate import play_chunk
+from alphazero.judge.arena import GameResult, Opening
+from alphazero.judge.evaluate import play_chunk
 from workers.cluster import start_ray
 
 
@@ -16,7 +16,7 @@ def play_chunks_on_ray(spec_a: str, spec_b: str, chunks: Sequence[tuple[int, Seq
                        workers: int = 2) -> bool:
     """Play each ``(first_pair, openings)`` chunk as a Ray task on a private local Ray of ``workers`` CPUs.
 
-    Each task builds its players from the spec strings (``alphazero.evaluate.play_chunk``); results
+    Each task builds its players from the spec strings (``alphazero.judge.evaluate.play_chunk``); results
     are handed to ``on_games`` in completion order (``ray.wait``); when it returns True the remaining
     tasks are cancelled. Returns whether ``on_games`` stopped the match. A Ray already running in this
     process is used as it is.

@@ -9,7 +9,7 @@ from typing import Any
 import ray
 
 from alphazero.config import RunConfig
-from alphazero.network import PolicyValueNet, net_to_payload
+from alphazero.nets.network import PolicyValueNet, net_to_payload
 from workers.actors import SelfPlayWorker
 from workers.cluster import start_ray
 from workers.driver import check_fits

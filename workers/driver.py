@@ -39,19 +39,31 @@ from typing import Any, Callable
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from alphazero.arena import Opening, match_schedule
-from alphazero.checkpoint import ArenaRecord, PendingArena, RunDirectory, RunState, resume_conflicts
+from alphazero.board.game import MAX_LENGTH, RESIGNATION
+from alphazero.checkpoint import (
+    ArenaRecord,
+    PendingArena,
+    RunDirectory,
+    RunState,
+    resume_conflicts,
+)
 from alphazero.config import RunConfig
-from alphazero.curves import Curves
-from alphazero.elo import match_result
 from alphazero.fileio import DirectoryLock, LockedError, atomic_write_text
-from alphazero.game import MAX_LENGTH, RESIGNATION
-from alphazero.network import net_from_payload, safe_torch_load
-from alphazero.plots import plot_arena_history
-from alphazero.replay import next_shard_path, read_inflight, read_shard, shard_paths, write_inflight, write_shard
+from alphazero.judge.arena import Opening, match_schedule
+from alphazero.judge.elo import match_result
+from alphazero.judge.plots import plot_arena_history
+from alphazero.learn.curves import Curves
+from alphazero.learn.replay import (
+    next_shard_path,
+    read_inflight,
+    read_shard,
+    shard_paths,
+    write_inflight,
+    write_shard,
+)
+from alphazero.nets.network import net_from_payload, safe_torch_load
 from workers import cluster
 from workers.actors import ArenaWorker, LearnerWorker, SelfPlayWorker, arena_openings
-
 
 # A self-play or arena call returns at least this often, finished games or not, so progress never
 # goes silent, new weights reach the actors between moves, and finished arena games reach the disk.

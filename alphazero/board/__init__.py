@@ -1,9 +1,8 @@
-"""The compiled board: ``kernel`` (numba rules on arrays), ``position`` (python-chess at the edge).
+"""The board: the 24-plane encoding and 4672 actions (``encoding``), python-chess glue for rules and
+results (``game``), a fast legal move generator for the Python search (``movegen``), and the compiled
+board (``kernel``: numba rules on arrays; ``position``: python-chess at its edge; ``bits``).
 
-Imports nothing else of the project and nothing of torch. Importing the package compiles nothing:
-each compiled function is compiled, or loaded from its cache, on its first call.
+Imports nothing else of the project and nothing of torch. Importing the package imports nothing:
+``from alphazero.board.position import Position`` loads numba; each compiled function is compiled,
+or loaded from its cache, on its first call.
 """
-
-from alphazero.board.position import Position, move_from_chess, move_to_chess
-
-__all__ = ["Position", "move_from_chess", "move_to_chess"]

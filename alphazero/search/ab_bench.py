@@ -41,7 +41,7 @@ KIWIPETE = MIDDLEGAMES[8]
 
 def perft_nodes_per_s(fen: str = chess.STARTING_FEN, depth: int = 5, bulk: bool = True) -> float:
     """Perft leaves per second (start position depth 5: 4,865,609 leaves), after a warm-up call."""
-    from alphazero.board import Position
+    from alphazero.board.position import Position
 
     position = Position.from_fen(fen)
     position.perft(2, bulk)  # compile or load the cache outside the timing
@@ -83,7 +83,7 @@ def nodes_to_depth(depth: int = 8, null_move: bool = True, lmr: bool = True) -> 
 _FIRST_CALL = ("import time; w, c = time.perf_counter(), time.process_time(); import chess; "
                "from alphazero.search.alphabeta import AlphaBeta; "
                "AlphaBeta().search(chess.Board(), depth=3); "
-               "from alphazero.board import Position; Position.from_fen(chess.STARTING_FEN).perft(3); "
+               "from alphazero.board.position import Position; Position.from_fen(chess.STARTING_FEN).perft(3); "
                "print(time.perf_counter() - w, time.process_time() - c)")
 
 

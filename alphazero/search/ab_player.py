@@ -1,8 +1,8 @@
 """The ``ab:`` player: alpha-beta on the compiled board, made from a spec string.
 
-Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB`` (``alphazero.players.make_player``
+Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB`` (``alphazero.judge.players.make_player``
 hands it here) and the player that answers ``choose_moves``. Knows nothing of torch, so it does not
-import ``alphazero.players`` (which does); it satisfies that module's ``Player`` protocol.
+import ``alphazero.judge.players`` (which does); it satisfies that module's ``Player`` protocol.
 
 Limits combine: the search stops at whichever of depth, nodes or move time comes first. With none
 given it thinks 100 ms a move, as a ``uci:`` player does. Games are searched one after another on
@@ -84,5 +84,5 @@ def parse_ab_spec(spec: str) -> dict:
 
 
 def make_ab_player(spec: str) -> ABPlayer:
-    """The player for an ``ab:`` spec (the table row in ``alphazero.players``)."""
+    """The player for an ``ab:`` spec (the table row in ``alphazero.judge.players``)."""
     return ABPlayer(**parse_ab_spec(spec), name=spec.strip())

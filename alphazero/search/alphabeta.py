@@ -47,8 +47,23 @@ from numba import njit
 from alphazero.board import kernel as K
 from alphazero.board.bits import monotonic_ns
 from alphazero.board.kernel import (
-    EMPTY, NO_MOVE, PAWN, QUEEN, ST_EP, ST_HALFMOVE, ST_PLY, ST_SIDE, U_MOVE, generate_moves, in_check,
-    insufficient_material, is_repeated, make_move, make_null, non_pawn_pieces, unmake_move,
+    EMPTY,
+    NO_MOVE,
+    PAWN,
+    QUEEN,
+    ST_EP,
+    ST_HALFMOVE,
+    ST_PLY,
+    ST_SIDE,
+    U_MOVE,
+    generate_moves,
+    in_check,
+    insufficient_material,
+    is_repeated,
+    make_move,
+    make_null,
+    non_pawn_pieces,
+    unmake_move,
     unmake_null,
 )
 from alphazero.board.position import Position, move_to_chess

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from alphazero import encoding
+from alphazero.board import encoding
 from alphazero.checkpoint import RunDirectory
-from alphazero.replay import ReplayWindow, read_shard, shard_paths
-from alphazero.train import Learner, compute_loss
+from alphazero.learn.replay import ReplayWindow, read_shard, shard_paths
+from alphazero.learn.train import Learner, compute_loss
 
 _DIFF_BYTE = len(encoding.BIT_PLANES) * 8 + encoding.CONSTANT_PLANES.index(15)  # material difference + 128
 

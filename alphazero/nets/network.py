@@ -1,7 +1,7 @@
 """The policy/value network and its safe on-disk format.
 
-``PolicyValueNet`` maps planes ``uint8 [B, 24, 8, 8]`` (from ``alphazero.encoding``) to policy logits
-``float32 [B, 4672]`` (action layout of ``alphazero.encoding``) and a value ``float32 [B]`` in [-1, 1]
+``PolicyValueNet`` maps planes ``uint8 [B, 24, 8, 8]`` (from ``alphazero.board.encoding``) to policy logits
+``float32 [B, 4672]`` (action layout of ``alphazero.board.encoding``) and a value ``float32 [B]`` in [-1, 1]
 for the side to move. The fixed input scaling of the encoder's integer planes happens inside
 ``forward``, so callers pass the stored uint8 planes as they are.
 
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alphazero import encoding
+from alphazero.board import encoding
 from alphazero.fileio import atomic_write
 
 NET_FORMAT = "alphazero-chess-net"

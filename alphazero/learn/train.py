@@ -25,8 +25,13 @@ import torch
 import torch.nn.functional as F
 
 from alphazero.config import TrainConfig
-from alphazero.network import NetworkConfig, PolicyValueNet, net_from_payload, net_to_payload
-from alphazero.replay import ReplayWindow, read_shard
+from alphazero.learn.replay import ReplayWindow, read_shard
+from alphazero.nets.network import (
+    NetworkConfig,
+    PolicyValueNet,
+    net_from_payload,
+    net_to_payload,
+)
 
 LEARNER_FORMAT_VERSION = 1
 
@@ -138,7 +143,7 @@ class Learner:
     # -- weights and state ------------------------------------------------------------------------
 
     def get_weights(self) -> dict[str, Any]:
-        """The network as a safe payload (``alphazero.network.net_to_payload``)."""
+        """The network as a safe payload (``alphazero.nets.network.net_to_payload``)."""
         return net_to_payload(self.net)
 
     def get_network(self) -> PolicyValueNet:

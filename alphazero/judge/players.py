@@ -31,9 +31,9 @@ import chess
 import chess.engine
 import numpy as np
 
-from alphazero.evaluator import NetworkEvaluator
-from alphazero.mcts import MCTS, GameTree, SearchConfig
-from alphazero.network import PolicyValueNet, load_network
+from alphazero.nets.evaluator import NetworkEvaluator
+from alphazero.nets.network import PolicyValueNet, load_network
+from alphazero.search.mcts import MCTS, GameTree, SearchConfig
 
 PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
 
@@ -270,7 +270,9 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
             limits["time"] = 0.1
         return UCIPlayer(command, options, chess.engine.Limit(**limits), name=spec)
     if kind == "ab":
-        from alphazero.search.ab_player import make_ab_player  # numba loads only when asked for
+        from alphazero.search.ab_player import (
+            make_ab_player,  # numba loads only when asked for
+        )
 
         return make_ab_player(spec)
     raise ValueError(f"player spec {spec!r}: unknown kind {kind!r} (known: mcts, policy, random, greedy, uci, ab)")

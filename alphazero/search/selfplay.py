@@ -17,11 +17,11 @@ import chess
 import chess.pgn
 import numpy as np
 
-from alphazero import encoding
+from alphazero.board import encoding
+from alphazero.board.game import MAX_LENGTH, RESIGNATION, result_string, terminal_status
 from alphazero.config import SelfPlayConfig
-from alphazero.game import MAX_LENGTH, RESIGNATION, result_string, terminal_status
-from alphazero.mcts import MCTS, Evaluator, GameTree, SearchConfig
-from alphazero.replay import GameRecord
+from alphazero.learn.replay import GameRecord
+from alphazero.search.mcts import MCTS, Evaluator, GameTree, SearchConfig
 
 
 @dataclass

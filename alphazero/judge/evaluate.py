@@ -4,8 +4,8 @@ Owns what each command computes and prints: a match between two player specs wit
 (trinomial, pentanomial, SPRT) and PGN; Bradley-Terry ratings of a run's generations and of anchor
 players, with the extra games kept in ``RUN/ratings/games.jsonl``; only-move puzzle scores with a
 Wilson interval; and a terminal game between a person and a network. Players come from
-``alphazero.players`` spec strings, games from ``alphazero.arena.play_match``, numbers from
-``alphazero.elo``. It parses no command line (``alphazero.cli`` does) and never touches Ray: the
+``alphazero.judge.players`` spec strings, games from ``alphazero.judge.arena.play_match``, numbers from
+``alphazero.judge.elo``. It parses no command line (``alphazero.cli`` does) and never touches Ray: the
 parallel arena hands chunks of game pairs to a ``ChunkRunner`` (``workers.arena`` runs them as Ray
 tasks). Errors a user can fix raise ``ValueError`` with one clear line.
 """
@@ -27,13 +27,28 @@ from typing import Any, Callable, Iterable, Sequence, TextIO
 import chess
 import numpy as np
 
-from alphazero.arena import GameResult, MatchOutcome, Opening, book_openings, play_match, random_openings
+from alphazero.board.game import terminal_status
 from alphazero.checkpoint import RunDirectory, append_jsonl, read_jsonl
 from alphazero.fileio import DirectoryLock
-from alphazero.elo import SPRT, Z_95, Rating, fit_ratings, format_ratings_table, match_result, pentanomial, \
-    pentanomial_result
-from alphazero.game import terminal_status
-from alphazero.players import Player, make_player
+from alphazero.judge.arena import (
+    GameResult,
+    MatchOutcome,
+    Opening,
+    book_openings,
+    play_match,
+    random_openings,
+)
+from alphazero.judge.elo import (
+    SPRT,
+    Z_95,
+    Rating,
+    fit_ratings,
+    format_ratings_table,
+    match_result,
+    pentanomial,
+    pentanomial_result,
+)
+from alphazero.judge.players import Player, make_player
 
 RATINGS_GAMES_FORMAT_VERSION = 2
 """``format_version`` of each line of ``RUN/ratings/games.jsonl``: one finished game per line
@@ -301,9 +316,9 @@ def rate_players(specs: Sequence[str], games_per_pair: int, max_plies: int = 400
 
 
 def _generation_player(path: Path, name: str, sims: int) -> Player:
-    from alphazero.mcts import SearchConfig
-    from alphazero.network import load_network
-    from alphazero.players import MCTSPlayer
+    from alphazero.judge.players import MCTSPlayer
+    from alphazero.nets.network import load_network
+    from alphazero.search.mcts import SearchConfig
 
     return MCTSPlayer(load_network(path), SearchConfig(num_simulations=sims), name=name)
 
@@ -708,10 +723,10 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
     asked again with the reason; ``quit``, ``resign`` or end of input stops. The game is saved as
     PGN at the end (``pgn_path``, default ``game-YYYYmmdd-HHMMSS.pgn`` in the current directory).
     """
-    from alphazero.mcts import SearchConfig
-    from alphazero.network import load_network
-    from alphazero.players import MCTSPlayer, resolve_network_path
-    from alphazero.selfplay import game_pgn
+    from alphazero.judge.players import MCTSPlayer, resolve_network_path
+    from alphazero.nets.network import load_network
+    from alphazero.search.mcts import SearchConfig
+    from alphazero.search.selfplay import game_pgn
 
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout

@@ -1,7 +1,7 @@
 """PUCT Monte Carlo tree search over many games at once.
 
 Owns the search trees and the selection / expansion / backup loop. Knows nothing about torch: it
-sees the network only through an ``Evaluator`` (``alphazero.evaluator``), and it calls that
+sees the network only through an ``Evaluator`` (``alphazero.nets.evaluator``), and it calls that
 evaluator once per round with the leaves of *every* running game (and, with virtual loss, several
 leaves per game), as mctx does over its batch dimension.
 
@@ -35,7 +35,7 @@ scored a draw (``twofold_draw``): the side that is better then looks for progres
 shuffling, and the worse side for the repetition it could force.
 
 Cost: python-chess dominates. Each game keeps one board; the search descends with push/pop, lists
-legal moves once per node (at expansion, with ``alphazero.movegen``) and keeps child statistics in
+legal moves once per node (at expansion, with ``alphazero.board.movegen``) and keeps child statistics in
 small lists over the legal moves only.
 """
 
@@ -48,8 +48,8 @@ from typing import Any, Protocol, Sequence
 import chess
 import numpy as np
 
-from alphazero.game import terminal_status
-from alphazero.movegen import legal_moves
+from alphazero.board.game import terminal_status
+from alphazero.board.movegen import legal_moves
 
 
 class Evaluator(Protocol):

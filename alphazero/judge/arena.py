@@ -19,9 +19,9 @@ import chess
 import chess.polyglot
 import numpy as np
 
-from alphazero.game import MAX_LENGTH, result_string, terminal_status
-from alphazero.players import Player
-from alphazero.selfplay import game_pgn
+from alphazero.board.game import MAX_LENGTH, result_string, terminal_status
+from alphazero.judge.players import Player
+from alphazero.search.selfplay import game_pgn
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 Owns the engine's state and threads: the command loop, the current position, the settings, the one
 search thread, and the searchers that turn a position and its limits into a ``bestmove``. The
-grammar, the option tables' format and the replies' text live in ``alphazero.uci_protocol``; the
-``go`` arguments and stop rules in ``alphazero.uci_limits`` (both testable without threads).
+grammar, the option tables' format and the replies' text live in ``alphazero.judge.uci_protocol``; the
+``go`` arguments and stop rules in ``alphazero.judge.uci_limits`` (both testable without threads).
 
 ``run_uci(path)`` serves a network (a network file, or a run directory meaning its current best)
-with the tree search; ``run_uci_player(spec)`` serves any player spec of ``alphazero.players``
+with the tree search; ``run_uci_player(spec)`` serves any player spec of ``alphazero.judge.players``
 (``ab:...`` with iterative deepening and ``info`` lines, any other through ``choose_moves``).
 ``UCIEngine`` does the work on any pair of text streams, so tests (and other programs) can drive
 it in-process too.
@@ -53,7 +53,7 @@ The network engine (``--checkpoint``): tree search
 
 The thread calls ``MCTS.search`` on one ``GameTree`` in chunks of simulations sized to take about
 50 ms each and checks its limits and the stop flag between chunks (``Limits.reached``). Limits as in
-``alphazero.uci_limits``; ``nodes`` counts new simulations (a reused subtree's earlier visits do not
+``alphazero.judge.uci_limits``; ``nodes`` counts new simulations (a reused subtree's earlier visits do not
 count), ``depth D`` maps to ``depth_to_nodes(D) = 2 ** (D + 3)`` simulations, a timed search always
 runs at least ``MIN_SIMULATIONS`` simulations, and with no limit at all it runs ``Nodes``. The tree
 is capped at ``MAX_TREE_VISITS`` root visits (memory); an infinite search that reaches it idles until
@@ -117,19 +117,9 @@ import numpy as np
 import torch
 
 from alphazero import __version__
-from alphazero.evaluator import NetworkEvaluator
-from alphazero.game import terminal_status
-from alphazero.mcts import (
-    MCTS,
-    GameTree,
-    Node,
-    SearchConfig,
-    principal_variation,
-    value_to_centipawns,
-)
-from alphazero.network import PolicyValueNet, load_network
-from alphazero.players import resolve_network_path
-from alphazero.uci_limits import (
+from alphazero.board.game import terminal_status
+from alphazero.judge.players import resolve_network_path
+from alphazero.judge.uci_limits import (
     MAX_NODES,
     GoParams,
     Limits,
@@ -137,7 +127,7 @@ from alphazero.uci_limits import (
     parse_go,
     time_budget,
 )
-from alphazero.uci_protocol import (
+from alphazero.judge.uci_protocol import (
     Debug,
     Go,
     IsReady,
@@ -157,6 +147,16 @@ from alphazero.uci_protocol import (
     format_score,
     parse_line,
     parse_position,
+)
+from alphazero.nets.evaluator import NetworkEvaluator
+from alphazero.nets.network import PolicyValueNet, load_network
+from alphazero.search.mcts import (
+    MCTS,
+    GameTree,
+    Node,
+    SearchConfig,
+    principal_variation,
+    value_to_centipawns,
 )
 
 if TYPE_CHECKING:
@@ -788,7 +788,7 @@ class AlphaBetaSearcher(Searcher):
 
 
 class PlayerSearcher(Searcher):
-    """Any ``alphazero.players`` player: ``go`` asks ``choose_moves`` (the spec sets its limits)."""
+    """Any ``alphazero.judge.players`` player: ``go`` asks ``choose_moves`` (the spec sets its limits)."""
 
     options = PLAYER_OPTIONS
 
@@ -819,7 +819,7 @@ def make_searcher(spec: str, device: str = "cpu") -> Searcher:
     around ``make_player(spec)``. ``ValueError`` naming the fault of a bad spec."""
     if spec.strip().partition(":")[0].lower() == "ab":
         return AlphaBetaSearcher(spec)
-    from alphazero.players import make_player
+    from alphazero.judge.players import make_player
 
     return PlayerSearcher(make_player(spec, device=device), spec)
 
@@ -848,7 +848,7 @@ def run_uci_player(
     stdout: IO[str] | None = None,
     device: str = "cpu",
 ) -> int:
-    """Serve the player ``spec`` (``alphazero.players``) over UCI; the exit status.
+    """Serve the player ``spec`` (``alphazero.judge.players``) over UCI; the exit status.
 
     A bad spec (or a player that cannot start) prints one line to stderr and returns 2.
     """

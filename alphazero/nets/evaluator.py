@@ -1,4 +1,4 @@
-"""Evaluators: the seam between search and network (see ``alphazero.mcts.Evaluator``).
+"""Evaluators: the seam between search and network (see ``alphazero.search.mcts.Evaluator``).
 
 ``NetworkEvaluator`` runs a ``PolicyValueNet`` on a batch of leaves: one numpy pass to build the
 planes, one forward call, and a softmax over each leaf's legal moves only. ``UniformEvaluator``
@@ -13,8 +13,8 @@ import chess
 import numpy as np
 import torch
 
-from alphazero import encoding
-from alphazero.network import PolicyValueNet, fuse_for_inference
+from alphazero.board import encoding
+from alphazero.nets.network import PolicyValueNet, fuse_for_inference
 
 
 class UniformEvaluator:

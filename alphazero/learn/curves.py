@@ -25,7 +25,9 @@ class Curves:
 
     def add(self, prefix: str, step: int, values: Mapping[str, float | int | None]) -> None:
         if self._writer is None:
-            from torch.utils.tensorboard import SummaryWriter  # imports TensorBoard (~1 s): only when used
+            from torch.utils.tensorboard import (
+                SummaryWriter,  # imports TensorBoard (~1 s): only when used
+            )
 
             self._writer = SummaryWriter(str(self.log_dir))
         for name, value in values.items():

@@ -2,7 +2,7 @@
 
 A shard is one ``.npz`` file (no pickles; ``allow_pickle=False`` on read) holding several finished
 games, written atomically (temp file + rename) under ``RUN/replay/``. Per position it stores the packed
-planes (``alphazero.encoding``, 122 bytes), the search's visit counts over the moves it visited as a
+planes (``alphazero.board.encoding``, 122 bytes), the search's visit counts over the moves it visited as a
 sparse list of ``(action uint16, count uint16)``, and ``z`` (int8, the final result for the side to
 move). Per game: the network version that played it, its result and its PGN. Measured size is in
 the README (well under 256 bytes per position with compression).
@@ -24,9 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
-from alphazero import encoding
+from alphazero.board import encoding
+from alphazero.board.game import MAX_LENGTH
 from alphazero.fileio import atomic_write
-from alphazero.game import MAX_LENGTH
 
 SHARD_FORMAT_VERSION = 1
 _SHARD_NAME = re.compile(r"^shard-(\d{8})\.npz$")
