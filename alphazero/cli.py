@@ -157,7 +157,8 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def _add_evaluation_commands(sub: argparse._SubParsersAction) -> None:
     specs = ("players: mcts:PATH?sims=N&cpuct=C&algorithm=puct|gumbel | policy:PATH | random | greedy | "
-             "uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D (PATH: network file or run directory)")
+             "uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D | ab:material?depth=D&movetime=MS&nodes=N "
+             "(PATH: network file or run directory)")
     arena = sub.add_parser("arena", help="a match between two players: W/D/L, Elo with 95%% CI, LOS, SPRT, PGN",
                            description=specs)
     arena.add_argument("player_a", metavar="A", help="player spec (results are from A's side)")
