@@ -379,9 +379,10 @@ def test_chaos_sigkills_at_random_moments_lose_nothing_and_arenas_complete(tmp_p
         pgn = (run_dir / "arena" / f"gen-{arena['generation']:04d}.pgn").read_text()
         assert pgn.count("[Result ") == 8
     continued = on_disk[resumes[-1]["pending_arena"]]
-    assert len({line["pid"] for line in continued}) == 2  # begun by one driver, finished by the next
+    processes = len({line["pid"] for line in continued})
+    assert processes >= 2  # begun by one driver, finished by a later one (an arena may span several kills)
     arena_events = {e["generation"]: e for e in events if e["event"] == "arena"}
-    assert arena_events[resumes[-1]["pending_arena"]]["processes"] == 2
+    assert arena_events[resumes[-1]["pending_arena"]]["processes"] == processes
     restored = sum(e["games"] for e in events if e["event"] == "inflight_restored")
     print(f"chaos: {kills} kills, {len(shards)} shards, {state['games']} games, {state['positions']} positions "
           f"checked, {restored} games in flight continued, {len(state['arenas'])} arenas of 8 games complete")
