@@ -67,7 +67,6 @@ PLANE_SCALE[[13, 14, 15]] = 1.0 / _MATERIAL_CAP
 PLANE_SCALE[16] = 1.0 / 64.0
 PLANE_SCALE[23] = 1.0 / 255.0
 
-_PIECE_VALUES = (1, 3, 3, 5, 9)  # pawn, knight, bishop, rook, queen (king 0)
 _NOT_FILE_A = chess.BB_ALL & ~chess.BB_FILE_A
 _NOT_FILE_H = chess.BB_ALL & ~chess.BB_FILE_H
 
