@@ -18,7 +18,8 @@ train: $(BIN)/alphazero
 	$(BIN)/alphazero train --config configs/quickstart.yaml --run-dir checkpoints/quickstart-$$(date +%Y%m%d-%H%M%S)
 
 test: $(BIN)/alphazero
-	$(BIN)/ruff check alphazero workers tests tools
+	$(BIN)/ruff check alphazero workers commands tests tools
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/alphazero

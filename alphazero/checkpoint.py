@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from alphazero.config import ConfigError, RunConfig, config_from_dict, config_to_dict
+from alphazero.errors import InputError, RunStateError
 from alphazero.fileio import DirectoryLock, append_jsonl, atomic_write_text, read_jsonl
 
 __all__ = ["ArenaRecord", "DirectoryLock", "PendingArena", "RunDirectory", "RunState", "append_jsonl",
@@ -111,13 +112,13 @@ class RunState:
             data = json.loads(text)
             version = data.pop("format_version")
             if version not in (1, RUN_STATE_FORMAT_VERSION):
-                raise ValueError(f"{source}: run state format_version {version}, expected {RUN_STATE_FORMAT_VERSION}")
+                raise InputError(f"{source}: run state format_version {version}, expected {RUN_STATE_FORMAT_VERSION}")
             data["arenas"] = [ArenaRecord(**record) for record in data.get("arenas", [])]
             pending = data.get("pending_arena")
             data["pending_arena"] = PendingArena(**pending) if pending is not None else None
             return cls(**data)
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
-            raise ValueError(f"{source}: corrupt run state ({type(error).__name__}: {error})") from None
+            raise InputError(f"{source}: corrupt run state ({type(error).__name__}: {error})") from None
 
 
 class RunDirectory:
@@ -158,7 +159,7 @@ class RunDirectory:
         games: dict[int, dict[str, Any]] = {}
         for record in read_jsonl(path):
             if record.get("format_version") != ARENA_GAMES_FORMAT_VERSION:
-                raise ValueError(f"{path}: arena game with format_version {record.get('format_version')!r}, "
+                raise InputError(f"{path}: arena game with format_version {record.get('format_version')!r}, "
                                  f"expected {ARENA_GAMES_FORMAT_VERSION}")
             games.setdefault(int(record["index"]), record)
         return games
@@ -189,20 +190,20 @@ class RunDirectory:
         try:
             data = yaml.safe_load(self.config_path.read_text())
         except FileNotFoundError:
-            raise ValueError(f"{self.config_path}: missing; is {self.path} a run directory?") from None
+            raise RunStateError(f"{self.config_path}: missing; is {self.path} a run directory?") from None
         except yaml.YAMLError as error:
-            raise ValueError(f"{self.config_path}: corrupt YAML: {error}") from None
+            raise InputError(f"{self.config_path}: corrupt YAML: {error}") from None
         try:
             return config_from_dict(data or {})
         except ConfigError as error:
-            raise ValueError(f"{self.config_path}: {error}") from None
+            raise ConfigError(f"{self.config_path}: {error}") from None
 
     def write_state(self, state: RunState) -> None:
         atomic_write_text(self.state_path, state.to_json())
 
     def read_state(self) -> RunState:
         if not self.state_path.is_file():
-            raise ValueError(f"{self.state_path}: missing; is {self.path} a run directory?")
+            raise RunStateError(f"{self.state_path}: missing; is {self.path} a run directory?")
         return RunState.from_json(self.state_path.read_text(), str(self.state_path))
 
     def log_event(self, kind: str, **fields: Any) -> None:

@@ -3,6 +3,9 @@
 ``load_config(path, overrides)`` reads a YAML file, applies ``section.key=value`` overrides and
 builds a ``RunConfig``; an unknown key, a wrong type or a bad value raises ``ConfigError`` naming
 the key. Components receive the narrowest piece they need (``config.search``, ``config.train``...).
+
+The dataclass defaults are ``configs/default.yaml``, the measured CPU setup (a test keeps them
+equal): a config file states only what it changes, and ``RunConfig()`` is the default run.
 """
 
 from __future__ import annotations
@@ -16,22 +19,19 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from alphazero.errors import ConfigError as ConfigError  # re-exported: raised and caught as alphazero.config.ConfigError
 from alphazero.nets.network import NetworkConfig
 from alphazero.search.mcts import SearchConfig
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; the message names the key and the reason."""
 
 
 @dataclass(frozen=True)
 class SelfPlayConfig:
     """How self-play actors play their games."""
 
-    games_per_worker: int = 32  # concurrent games in one actor: the network batch of its search
+    games_per_worker: int = 48  # concurrent games in one actor: the network batch of its search
     temperature_plies: int = 30  # sample moves at temperature 1 for this many plies, then greedy
-    max_plies: int = 300  # a game reaching this length is adjudicated a draw
-    random_opening_plies: int = 0  # uniformly random first plies, not recorded, for variety
+    max_plies: int = 200  # a game reaching this length is adjudicated a draw
+    random_opening_plies: int = 2  # uniformly random first plies, not recorded, for variety
     games_per_call: int = 8  # an actor returns to the driver when this many games have finished
     # Playout cap randomisation (KataGo): this share of moves gets the full search and is recorded as
     # a training position; the others get ``fast_simulations``, no root noise, and are only played.
@@ -56,11 +56,11 @@ class TrainConfig:
     weight_decay: float = 1e-4
     lr_milestones: tuple[int, ...] = ()  # learning rate is multiplied by lr_gamma at these steps
     lr_gamma: float = 0.1
-    window_positions: int = 100_000  # sample uniformly from the newest this many positions
-    min_positions: int = 2_000  # no training before the window holds this many
-    max_sample_reuse: float = 4.0  # trained samples <= this x positions generated
-    q_weight: float = 0.0  # value target = (1 - q_weight) * z + q_weight * root search value
-    value_from_unfinished: bool = True  # false: games stopped at max_plies train the policy only
+    window_positions: int = 150_000  # sample uniformly from the newest this many positions
+    min_positions: int = 10_000  # no training before the window holds this many
+    max_sample_reuse: float = 1.0  # trained samples <= this x positions generated
+    q_weight: float = 0.5  # value target = (1 - q_weight) * z + q_weight * root search value
+    value_from_unfinished: bool = False  # false: games stopped at max_plies train the policy only
     steps_per_call: int = 50  # steps per learner call (a save point)
     device: str = "auto"  # auto: cuda when present, else cpu
 
@@ -69,11 +69,11 @@ class TrainConfig:
 class ArenaConfig:
     """Gating: the candidate plays the best every ``steps_per_generation`` training steps."""
 
-    steps_per_generation: int = 500
-    games: int = 20  # played as pairs: each opening with both colours
+    steps_per_generation: int = 300
+    games: int = 40  # played as pairs: each opening with both colours
     threshold: float = 0.55  # promote when (wins + draws / 2) / games >= threshold
-    num_simulations: int = 32
-    random_opening_plies: int = 4  # without a book, openings are this many random plies
+    num_simulations: int = 64
+    random_opening_plies: int = 8  # without a book, openings are this many random plies
     opening_book: str = ""  # a polyglot .bin or an EPD/FEN file; empty: random plies
     max_plies: int = 300
     concurrency: int = 64  # games played at once (one search batch); fewer bounds the arena's memory
@@ -83,10 +83,10 @@ class ArenaConfig:
 class WorkersConfig:
     """Ray placement and sizes."""
 
-    num_selfplay_workers: int = 1
+    num_selfplay_workers: int = 2
     cpus_per_selfplay_worker: float = 1.0
     torch_threads_per_worker: int = 1
-    learner_cpus: float = 1.0
+    learner_cpus: float = 0.0  # 0: the learner shares the CPUs of the self-play actors
     arena_cpus: float = 0.0  # 0: the arena shares the CPUs of the others
     object_store_memory_mb: int = 256  # for the embedded local Ray
 
@@ -95,7 +95,7 @@ class WorkersConfig:
 class RunConfig:
     seed: int = 0
     max_generations: int = 0  # stop after this many arena decisions; 0 = no limit
-    max_minutes: float = 0.0  # stop after this wall time; 0 = no limit
+    max_minutes: float = 60.0  # stop after this wall time; 0 = no limit
     network: NetworkConfig = field(default_factory=NetworkConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
@@ -106,7 +106,7 @@ class RunConfig:
 
 def _coerce(value: Any, annotation: Any, key: str) -> Any:
     origin = typing.get_origin(annotation)
-    if dataclasses.is_dataclass(annotation):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return _build(annotation, value, key)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):

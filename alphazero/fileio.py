@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from alphazero.errors import RunStateError
+
 
 def _named(error: OSError, path: Path) -> OSError:
     """The same error, naming ``path`` (the file the caller meant to write)."""
@@ -85,7 +87,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     return records
 
 
-class LockedError(RuntimeError):
+class LockedError(RunStateError):
     """Another live process holds the lock; the message names the directory, host and PID."""
 
 

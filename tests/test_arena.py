@@ -10,8 +10,8 @@ import chess.pgn
 import pytest
 import torch
 
-from alphazero.cli import main
 from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from commands.main import main
 
 BOOK = Path("/usr/share/games/gnuchess/book.bin")
 

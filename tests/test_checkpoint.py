@@ -19,6 +19,7 @@ from alphazero.checkpoint import (
     resume_conflicts,
 )
 from alphazero.config import load_config
+from alphazero.errors import ConfigError, InputError, RunStateError
 
 
 def _arena(generation: int, promoted: bool) -> ArenaRecord:
@@ -77,7 +78,7 @@ def test_default_run_state_round_trips():
 def test_corrupt_run_state_names_the_file(tmp_path, text):
     run = RunDirectory(tmp_path)
     run.state_path.write_text(text)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(InputError) as error:
         run.read_state()
     assert str(run.state_path) in str(error.value)
 
@@ -85,7 +86,7 @@ def test_corrupt_run_state_names_the_file(tmp_path, text):
 def test_missing_run_state_names_the_file(tmp_path):
     run = RunDirectory(tmp_path / "empty")
     assert not run.exists()
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(RunStateError) as error:
         run.read_state()
     assert str(run.state_path) in str(error.value)
 
@@ -100,11 +101,11 @@ def test_config_round_trips_through_the_run_directory(tmp_path):
 def test_corrupt_config_in_run_directory_names_the_file(tmp_path):
     run = RunDirectory(tmp_path)
     run.config_path.write_text("network: {blocks: 2\n")
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(InputError) as error:
         run.read_config()
     assert str(run.config_path) in str(error.value)
     run.config_path.write_text("network: {blokcs: 2}\n")
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(ConfigError) as error:
         run.read_config()
     assert str(run.config_path) in str(error.value) and "network.blokcs" in str(error.value)
 

@@ -1,4 +1,5 @@
-"""The `alphazero` command's wiring: bench prints its figures, uci serves, bad input exits 2."""
+"""The `alphazero` command's wiring: bench prints its figures, uci serves, a user's error exits 2 with one
+line, and any other exception keeps its traceback."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import subprocess
 import sys
 
 import chess
+import pytest
 import torch
 
-from alphazero.cli import main
 from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from commands.main import main
 
 TINY = ["--set", "network.blocks=1", "--set", "network.channels=8", "--set", "network.policy_channels=8",
         "--set", "network.value_hidden=16", "--set", "search.num_simulations=8", "--set", "selfplay.games_per_worker=4"]
@@ -35,7 +37,7 @@ def test_uci_subcommand_plays_a_legal_move(tmp_path) -> None:
     path = tmp_path / "net.pt"
     save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)), path)
     script = "uci\nisready\nposition startpos moves e2e4 e7e5\ngo nodes 16\n"
-    process = subprocess.Popen([sys.executable, "-m", "alphazero.cli", "uci", "--checkpoint", str(path)],
+    process = subprocess.Popen([sys.executable, "-m", "commands.main", "uci", "--checkpoint", str(path)],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         process.stdin.write(script)
@@ -58,7 +60,7 @@ def test_uci_subcommand_plays_a_legal_move(tmp_path) -> None:
 
 
 def test_uci_with_missing_checkpoint_exits_2(tmp_path) -> None:
-    result = subprocess.run([sys.executable, "-m", "alphazero.cli", "uci", "--checkpoint", str(tmp_path / "none.pt")],
+    result = subprocess.run([sys.executable, "-m", "commands.main", "uci", "--checkpoint", str(tmp_path / "none.pt")],
                             input="quit\n", capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "none.pt" in result.stderr
 
@@ -73,7 +75,9 @@ def test_diagnose_reports_data_and_held_out_losses(tmp_path, capsys) -> None:
 
     config = load_config(None, ["network.blocks=1", "network.channels=8", "network.policy_channels=8",
                                 "network.value_hidden=16", "train.batch_size=32", "train.window_positions=1000",
-                                "selfplay.max_plies=30", "selfplay.games_per_worker=4"])
+                                "selfplay.max_plies=30", "selfplay.games_per_worker=4",
+                                # Every game stops at 30 plies: their results must count for the value head.
+                                "train.value_from_unfinished=true"])
     run = RunDirectory(tmp_path / "run")
     run.write_config(config)
     player = SelfPlayer(UniformEvaluator(), config.search.__class__(num_simulations=4), config.selfplay, seed=1)
@@ -88,3 +92,62 @@ def test_diagnose_reports_data_and_held_out_losses(tmp_path, capsys) -> None:
     assert report["data"]["games"] == total_games and report["data"]["positions"] == total_positions
     assert abs(sum(report["data"]["terminations"].values()) - 1.0) < 0.01
     assert [row["step"] for row in report["generalisation"]] == [2, 4]
+
+
+BAD_FEN_CSV = "fen,best_uci\nrnbqkbnr/pppppppp/8/8 w KQkq - 0 1,e2e4\n"
+
+
+@pytest.mark.parametrize("case", ["bad FEN", "bad spec", "missing network", "missing run", "bad actor counts"])
+def test_a_users_error_exits_2_with_one_line(case, tmp_path, capsys) -> None:
+    (tmp_path / "bad.csv").write_text(BAD_FEN_CSV)
+    argv, fault = {
+        "bad FEN": (["puzzles", str(tmp_path / "bad.csv"), "--player", "random"], "bad FEN"),
+        "bad spec": (["arena", "greedy", "mcts:", "--games", "2"], "missing network path"),
+        "missing network": (["play", "--checkpoint", str(tmp_path / "none.pt")], "none.pt"),
+        "missing run": (["diagnose", str(tmp_path / "no-run")], "is " + str(tmp_path / "no-run") + " a run directory"),
+        "bad actor counts": (["bench", "--selfplay", "1,two"], "--selfplay"),
+    }[case]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"alphazero {argv[0]}: error: ") and fault in err[0], err
+
+
+def test_a_multi_line_message_is_printed_on_one_line(monkeypatch, capsys) -> None:
+    import commands.puzzles
+    from alphazero.errors import InputError
+
+    def fail(args):
+        raise InputError("first line\n  second line")
+
+    monkeypatch.setattr(commands.puzzles, "run", fail)
+    assert main(["puzzles", "x.csv", "--player", "random"]) == 2
+    assert capsys.readouterr().err == "alphazero puzzles: error: first line second line\n"
+
+
+@pytest.mark.parametrize("bug", [ValueError("an internal ValueError"), KeyError("internal"), FileNotFoundError("/internal")])
+def test_a_bug_is_not_swallowed(bug, monkeypatch, tmp_path) -> None:
+    """Only a UserError becomes one line: a ValueError, KeyError or OSError from inside is a bug and keeps
+    its traceback (here: it reaches the caller of main)."""
+    import alphazero.judge.puzzles
+
+    def broken(*args, **kwargs):
+        raise bug
+
+    monkeypatch.setattr(alphazero.judge.puzzles, "score_puzzles", broken)
+    puzzles = tmp_path / "one.csv"
+    puzzles.write_text("fen,best_uci\n" + chess.STARTING_FEN + ",e2e4\n")
+    with pytest.raises(type(bug)):
+        main(["puzzles", str(puzzles), "--player", "random"])
+
+
+def test_a_bug_prints_its_traceback_from_the_command(tmp_path) -> None:
+    # A corrupt network file is the user's (exit 2, one line); the same command with a bug in it is not.
+    script = ("import sys, alphazero.judge.play as play\n"
+              "def broken(*a, **k): raise KeyError('bug')\n"
+              "play.play_human = broken\n"
+              "from commands.main import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    result = subprocess.run([sys.executable, "-c", script, "play", "--checkpoint", "x.pt"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "Traceback (most recent call last)" in result.stderr and "KeyError: 'bug'" in result.stderr

@@ -62,7 +62,9 @@ def test_cluster_yaml_is_not_a_run_config():
         load_config(ROOT / "configs" / "cluster.yaml")
 
 
-def test_no_path_gives_defaults():
+def test_the_dataclass_defaults_are_configs_default_yaml():
+    # One source of defaults: the measured CPU setup. A config file states only what it changes.
+    assert load_config(ROOT / "configs" / "default.yaml") == RunConfig()
     assert load_config(None) == RunConfig()
 
 

@@ -17,7 +17,9 @@ from alphazero.judge.elo import (
     match_result,
     pentanomial,
     pentanomial_result,
+    player_groups,
     score_to_elo,
+    wilson_interval,
 )
 
 Z_95 = 1.959964
@@ -391,6 +393,15 @@ def test_fit_ratings_many_players() -> None:
     assert fitted.mean() == pytest.approx(0.0, abs=1e-6)
 
 
+def test_player_groups_are_the_players_linked_by_games() -> None:
+    games = [("a", "b", 1.0), ("c", "b", 0.5), ("d", "e", 0.0)]
+    assert sorted(player_groups(games), key=min) == [{"a", "b", "c"}, {"d", "e"}]
+    assert player_groups(games + [("e", "a", 1.0)]) == [{"a", "b", "c", "d", "e"}]
+    assert player_groups([]) == []
+    with pytest.raises(ValueError, match="disconnected|not connected"):
+        fit_ratings(games)  # what the groups are for: ratings only exist within one group
+
+
 def test_format_ratings_table_lists_best_first() -> None:
     games = [("strong", "middle", 1.0)] * 8 + [("middle", "weak", 1.0)] * 8
     games += [("strong", "weak", 0.5), ("weak", "middle", 1.0), ("middle", "strong", 1.0)]
@@ -402,3 +413,13 @@ def test_format_ratings_table_lists_best_first() -> None:
     assert names == ["strong", "middle", "weak"]
     assert [line.split()[0] for line in lines[1:]] == ["1", "2", "3"]
     assert lines[1].rstrip().endswith("%")
+
+
+# --------------------------------------------------------------------------------------------
+# Binomial shares
+
+
+def test_wilson_interval_matches_the_formula() -> None:
+    low, high = wilson_interval(8, 10)
+    assert math.isclose(low, 0.4902, abs_tol=1e-3) and math.isclose(high, 0.9433, abs_tol=1e-3)
+    assert wilson_interval(10, 10)[1] == 1.0 and wilson_interval(0, 10)[0] == 0.0

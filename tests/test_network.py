@@ -13,7 +13,6 @@ import torch
 
 from alphazero.board import encoding
 from alphazero.nets.network import (
-    PRESETS,
     NetworkConfig,
     PolicyValueNet,
     fuse_for_inference,
@@ -241,15 +240,3 @@ def test_fused_copy_has_no_batchnorm_and_leaves_the_source_alone():
         for parameter in net.parameters():
             parameter.add_(1.0)
         assert torch.equal(fused(planes)[0], reference)  # a copy, not a view of the source
-
-
-# -- presets ---------------------------------------------------------------------------------------------------
-
-
-def test_presets_contain_small_and_large():
-    assert {"small", "large"} <= set(PRESETS)
-    for preset in PRESETS.values():
-        assert isinstance(preset, NetworkConfig)
-    small = sum(p.numel() for p in PolicyValueNet(PRESETS["small"]).parameters())
-    large = sum(p.numel() for p in PolicyValueNet(PRESETS["large"]).parameters())
-    assert large > small

@@ -8,9 +8,9 @@ import chess
 import pytest
 import torch
 
-from alphazero.cli import main
 from alphazero.judge.players import make_player
 from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from commands.main import main
 
 # Installed by .ci/run (apt-get install stockfish); a missing engine fails these tests, never skips them.
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"

@@ -44,7 +44,7 @@ def _play(max_plies: int, games: int = 4, sims: int = 8, seed: int = 11, record_
     """Self-play ``games`` games; with ``record_searches`` also every search's (board, result) per game."""
     player = SelfPlayer(
         UniformEvaluator(), SearchConfig(num_simulations=sims),
-        SelfPlayConfig(games_per_worker=games, max_plies=max_plies, temperature_plies=max_plies),
+        SelfPlayConfig(games_per_worker=games, max_plies=max_plies, temperature_plies=max_plies, random_opening_plies=0),
         seed=seed, network_version=3,
     )
     searches: dict[int, tuple] = {}

@@ -37,7 +37,8 @@ SHARP = SearchConfig(num_simulations=64, fpu_reduction=0.0, dirichlet_epsilon=0.
 
 
 def _player(search=SHARP, fen: str | None = None, evaluator=None, seed: int = 0, **selfplay) -> SelfPlayer:
-    config = SelfPlayConfig(**{"games_per_worker": 1, "max_plies": 200, "temperature_plies": 0, **selfplay})
+    config = SelfPlayConfig(**{"games_per_worker": 1, "max_plies": 200, "temperature_plies": 0, "random_opening_plies": 0,
+                               **selfplay})
     return SelfPlayer(evaluator or UniformEvaluator(), search, config, seed=seed,
                       start_fen_fn=(lambda rng: fen) if fen else None)
 
@@ -172,7 +173,7 @@ def endgame_games():
     """Games from small endgames: checkmates, several kinds of draw and length-limited games."""
     fens = ["k7/8/1K6/8/8/8/8/6Q1 w - - 0 1", BLACK_MATES_IN_ONE, WHITE_MATES_IN_ONE, EVERY_MOVE_DRAWS,
             BLACK_FORCED_THEN_MATED, "4k3/8/4K3/8/8/8/8/3Q4 b - - 0 1"]
-    config = SelfPlayConfig(games_per_worker=8, max_plies=30, temperature_plies=30)
+    config = SelfPlayConfig(games_per_worker=8, max_plies=30, temperature_plies=30, random_opening_plies=0)
     player = SelfPlayer(UniformEvaluator(), SearchConfig(num_simulations=16), config, seed=3,
                         start_fen_fn=lambda rng: fens[int(rng.integers(len(fens)))])
     return player.play(24)

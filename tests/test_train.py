@@ -67,7 +67,9 @@ def _shard(tmp_path, count: int = 6, seed: int = 0, termination: str = "checkmat
 
 
 def _config(**changes) -> TrainConfig:
-    base = TrainConfig(batch_size=16, learning_rate=0.05, window_positions=1000, min_positions=1, device="cpu")
+    # The value target is the game result (q_weight 0), and games stopped at the length limit count too.
+    base = TrainConfig(batch_size=16, learning_rate=0.05, window_positions=1000, min_positions=1, device="cpu",
+                       q_weight=0.0, value_from_unfinished=True)
     return dataclasses.replace(base, **changes)
 
 

@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def _train_command(run_dir: Path, *extra: str, config: Path | None = SMOKE) -> list[str]:
-    command = [sys.executable, "-m", "alphazero.cli", "train", "--run-dir", str(run_dir), *extra]
+    command = [sys.executable, "-m", "commands.main", "train", "--run-dir", str(run_dir), *extra]
     if config is not None:
         command += ["--config", str(config)]
     return command

@@ -29,6 +29,7 @@ import chess.engine
 import pytest
 import torch
 
+from alphazero.errors import InputError
 from alphazero.judge.uci import (
     AB_OPTIONS,
     DEFAULT_MOVE_OVERHEAD_MS,
@@ -182,9 +183,9 @@ def test_parse_position() -> None:
             parse_position(bad.split())
 
 
-def test_run_uci_missing_network(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_uci(str(tmp_path / "missing.pt")) == 2
-    assert "missing.pt" in capsys.readouterr().err
+def test_run_uci_missing_network(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="missing.pt"):
+        run_uci(str(tmp_path / "missing.pt"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -700,7 +701,7 @@ def test_setoption_values(inproc) -> None:
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"  # Ra8#
 BLACK_MATE_IN_ONE = "r5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 0 1"  # ...Ra1#
 AB_INFO = re.compile(r"info depth \d+ seldepth \d+ score (cp|mate) -?\d+ nodes \d+ nps \d+ time \d+ pv( [a-h][1-8][a-h][1-8][qrbn]?)+")
-AB_ARGV = [sys.executable, "-m", "alphazero.cli", "uci", "--player", "ab:material"]
+AB_ARGV = [sys.executable, "-m", "commands.main", "uci", "--player", "ab:material"]
 
 
 @pytest.fixture(scope="session")
@@ -875,7 +876,7 @@ def test_other_player_specs_answer_through_choose_moves() -> None:
 
 
 def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture[str]) -> None:
-    from alphazero.cli import main
+    from commands.main import main
 
     for argv in (["uci"], ["uci", "--player", "greedy", "--checkpoint", "net.pt"]):
         with pytest.raises(SystemExit) as exit_info:
@@ -887,4 +888,5 @@ def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture
         assert main(["uci", "--player", spec]) == 2
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and err[0].startswith("alphazero uci: error: ") and fault in err[0], err
-    assert run_uci_player("random?x=1") == 2
+    with pytest.raises(InputError, match="random"):
+        run_uci_player("random?x=1")

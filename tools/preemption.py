@@ -70,7 +70,7 @@ def main() -> int:
     run_dir = Path(args.run_dir)
     log = open(args.log or f"{run_dir}.log", "a")
     sets = [part for item in args.overrides for part in ("--set", item)]
-    command = [sys.executable, "-m", "alphazero.cli", "train", "--run-dir", str(run_dir), "--config", args.config, *sets]
+    command = [sys.executable, "-m", "commands.main", "train", "--run-dir", str(run_dir), "--config", args.config, *sets]
     started = time.monotonic()
     kills, resumed = 0, False
     while True:

@@ -27,7 +27,8 @@ def selfplay_throughput(config: RunConfig, num_actors: int, seconds: float, warm
     try:
         weights = ray.put(net_to_payload(PolicyValueNet(config.network)))
         cls = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker)(SelfPlayWorker)
-        actors = [cls.remote(config, weights, 0, seed) for seed in range(num_actors)]
+        # Ray actor handles: their methods are called through .remote, which Ray's stubs do not type.
+        actors: list[Any] = [cls.remote(config, weights, 0, seed) for seed in range(num_actors)]
         ray.get([a.info.remote() for a in actors], timeout=300)
         ray.get([a.play.remote(10**9, warmup) for a in actors], timeout=300 + warmup)
         start = time.perf_counter()

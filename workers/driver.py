@@ -48,11 +48,13 @@ from alphazero.checkpoint import (
     resume_conflicts,
 )
 from alphazero.config import RunConfig
+from alphazero.errors import UserError
 from alphazero.fileio import DirectoryLock, LockedError, atomic_write_text
 from alphazero.judge.arena import Opening, match_schedule
 from alphazero.judge.elo import match_result
 from alphazero.judge.plots import plot_arena_history
 from alphazero.learn.curves import Curves
+from alphazero.learn.pretrain import init_learner_state, load_init_network
 from alphazero.learn.replay import (
     next_shard_path,
     read_inflight,
@@ -61,7 +63,7 @@ from alphazero.learn.replay import (
     write_inflight,
     write_shard,
 )
-from alphazero.nets.network import net_from_payload, safe_torch_load
+from alphazero.nets.network import atomic_torch_save, net_from_payload, safe_torch_load
 from workers import cluster
 from workers.actors import ArenaWorker, LearnerWorker, SelfPlayWorker, arena_openings
 
@@ -74,8 +76,9 @@ ACTOR_START_ATTEMPTS = 3
 WAITING_NOTICE_SECONDS = 10.0
 
 
-class RunError(RuntimeError):
-    """A run that cannot start or continue; the message says why."""
+class RunError(UserError):
+    """A run that cannot start or continue (the config does not fit, the run directory cannot be
+    resumed, a write failed); the message says why and what to do."""
 
 
 def available_cpus() -> int:
@@ -310,11 +313,22 @@ class _GameStats:
 class Driver:
     """Runs one training run to its configured end; see the module docstring."""
 
+    # Set by _train once Ray runs.
+    arena_worker: Any  # the pending arena's Ray actor (its methods are called through .remote)
+    arena_failures: int
+    last_losses: dict[str, float]
+    game_stats: _GameStats
+    curves: Curves
+
     def __init__(self, config: RunConfig, run_dir: str | Path, resume: bool,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, init: str | Path | None = None) -> None:
         self.run = RunDirectory(run_dir)
         self.progress = progress or Progress()
         self.lock: DirectoryLock | None = None
+        if init is not None and resume:
+            raise RunError("--init starts a new run from a network; a resumed run goes on from its own")
+        # A new run from a given network (alphazero pretrain): its shape is checked before anything starts.
+        self.init, self.init_payload = init, (load_init_network(init, config.network) if init is not None else None)
         if resume and not self.run.state_path.exists():
             raise RunError(f"--resume: {self.run.path} holds no run (no state.json)")
         try:  # before anything is read: another driver may be writing
@@ -465,9 +479,15 @@ class Driver:
         self._start_arena_worker()
         return True
 
+    def _pending_arena(self) -> PendingArena:
+        """The arena in progress (the arena handlers run only while there is one)."""
+        pending = self.state.pending_arena
+        assert pending is not None
+        return pending
+
     def _start_arena_worker(self) -> None:
         """An arena worker for the pending arena's missing games (all of them, or what a stop left)."""
-        pending, run, config = self.state.pending_arena, self.run, self.config
+        pending, run, config = self._pending_arena(), self.run, self.config
         done = run.read_arena_games(pending.generation)
         openings = [Opening(name, fen, tuple(moves)) for name, fen, moves in pending.openings]
         schedule = [entry for entry in match_schedule(openings) if entry[0] not in done]
@@ -486,7 +506,7 @@ class Driver:
         self.submit(self.arena_worker.play.remote(PLAY_CALL_SECONDS), "arena", pending.generation)
 
     def _on_arena(self, ref: Any) -> None:
-        pending, run = self.state.pending_arena, self.run
+        pending, run = self._pending_arena(), self.run
         try:
             games, finished, in_flight = ray.get(ref)
         except ray.exceptions.RayActorError as error:
@@ -516,7 +536,7 @@ class Driver:
             self.submit(self.arena_worker.play.remote(PLAY_CALL_SECONDS), "arena", pending.generation)
 
     def _abandon_arena(self, error: BaseException) -> None:
-        generation = self.state.pending_arena.generation
+        generation = self._pending_arena().generation
         self.run.log_event("arena_failed", generation=generation, error=str(error)[:2000])
         self.progress.message(f"[gen {generation}] arena failed ({type(error).__name__}); the next candidate gets a new one")
         self.state.pending_arena = None
@@ -525,7 +545,7 @@ class Driver:
     def _decide_arena(self) -> None:
         """Score the pending arena from its saved games (those of every process that played it)."""
         state, run, config = self.state, self.run, self.config
-        pending = state.pending_arena
+        pending = self._pending_arena()
         games = [game for _, game in sorted(run.read_arena_games(pending.generation).items())]
         scores = [{"1-0": 1.0, "0-1": 0.0}.get(g["result"], 0.5) for g in games]
         scores = [s if g["a_is_white"] else 1.0 - s for s, g in zip(scores, games)]
@@ -629,8 +649,8 @@ class Driver:
         try:
             return self._train()
         except OSError as error:
-            error = _cause(error)
-            raise RunError(f"{error}; the run stopped, every earlier file is intact: make room and continue "
+            cause = _cause(error)
+            raise RunError(f"{cause}; the run stopped, every earlier file is intact: make room and continue "
                            "with --resume") from None
         except ray.exceptions.RayTaskError as error:
             cause = _cause(error)
@@ -646,7 +666,9 @@ class Driver:
         _check_learner_fits(config)
         if not self.resume:
             run.write_config(config)
-            run.log_event("run_started", config=str(run.config_path))
+            run.log_event("run_started", config=str(run.config_path), init=None if self.init is None else str(self.init))
+            if self.init_payload is not None:  # the learner starts from it, and saves it as generation 0 below
+                atomic_torch_save(init_learner_state(config, self.init_payload), run.learner_path)
         else:
             run.log_event("run_resumed", generation=state.generation, games=state.games, positions=state.positions,
                           pending_arena=state.pending_arena.generation if state.pending_arena else None)
@@ -663,7 +685,7 @@ class Driver:
         self.pool.start_all()
         self.train_ref = self.train_learner = None
         self.arena_failures = 0
-        self.last_losses: dict[str, float] = {}
+        self.last_losses = {}
         self.rates = _Rates()
         self.game_stats = _GameStats()
         self.curves = Curves(run.tensorboard_dir)
@@ -773,10 +795,14 @@ def _finite(value: float) -> float:
 
 
 def run_training(config: RunConfig, run_dir: str | Path, resume: bool = False, address: str | None = None,
-                 progress: Progress | None = None, oversubscribe: bool = False) -> RunState:
-    """``alphazero train``: check the config fits, start or join Ray, run the driver, shut down what we started."""
+                 progress: Progress | None = None, oversubscribe: bool = False, init: str | Path | None = None) -> RunState:
+    """``alphazero train``: check the config fits, start or join Ray, run the driver, shut down what we started.
+
+    ``init``: a network file (``alphazero pretrain``) a new run starts from, as generation 0 and as the
+    learner's weights, instead of a random network.
+    """
     cpus = check_fits(config, oversubscribe) if address is None else 0
-    driver = Driver(config, run_dir, resume, progress)
+    driver = Driver(config, run_dir, resume, progress, init)
     try:
         started = cluster.start_ray(address, cpus, config.workers.object_store_memory_mb)
     except BaseException:

@@ -329,11 +329,12 @@ def action_to_move(board: chess.Board, action: int) -> chess.Move:
     flip = 56 if board.turn == chess.BLACK else 0
     start = (action % 64) ^ flip
     end = target ^ flip
+    piece: int | None = int(promotion)
     if promotion == 0:
-        promotion = None
+        piece = None
         if board.pawns & board.occupied_co[board.turn] & chess.BB_SQUARES[start] and (target >> 3) == 7:
-            promotion = chess.QUEEN
-    move = chess.Move(start, end, promotion)
+            piece = chess.QUEEN
+    move = chess.Move(start, end, piece)
     if not board.is_legal(move):
         raise ValueError(f"action {action} ({move.uci()}) is not a legal move in {board.fen()}")
     return move
@@ -354,6 +355,6 @@ def board_from_fen(fen: str) -> chess.Board:
         raise ValueError(f"illegal FEN {fen!r}: {error}") from None
     status = board.status()
     if status != chess.STATUS_VALID:
-        problems = [flag.name.lower() for flag in chess.Status if flag and status & flag]
+        problems = [(flag.name or str(flag)).lower() for flag in chess.Status if flag and status & flag]
         raise ValueError(f"illegal FEN {fen!r}: {', '.join(problems) or 'invalid position'}")
     return board

@@ -1,2 +1,3 @@
-"""Judging players: players from spec strings (``players``), matches (``arena``), Elo and SPRT (``elo``),
-the evaluation commands (``evaluate``), the UCI engine (``uci``, ``uci_protocol``, ``uci_limits``), plots."""
+"""Judging players: players from spec strings (``players``), games and openings (``arena``), Elo, SPRT and
+intervals (``elo``), the evaluation commands' work, one module each (``match``, ``ratings``, ``puzzles``,
+``play``), the UCI engine (``uci``, ``uci_protocol``, ``uci_limits``), plots (``plots``)."""

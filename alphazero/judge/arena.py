@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import chess
 import chess.polyglot
 import numpy as np
 
 from alphazero.board.game import MAX_LENGTH, result_string, terminal_status
+from alphazero.errors import InputError
 from alphazero.judge.players import Player
 from alphazero.search.selfplay import game_pgn
 
@@ -114,7 +115,7 @@ def book_openings(path: str | Path, count: int, plies: int = 8, seed: int = 0) -
     """Openings from a polyglot book (weighted random walk of ``plies`` book moves) or an EPD/FEN file."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"opening file {path} does not exist")
+        raise InputError(f"opening file {path} does not exist")
     rng = np.random.default_rng(seed)
     if path.suffix.lower() == ".bin":
         openings: list[Opening] = []
@@ -138,9 +139,9 @@ def book_openings(path: str | Path, count: int, plies: int = 8, seed: int = 0) -
                         seen.add(board.fen())
                         openings.append(Opening(" ".join(moves), chess.STARTING_FEN, tuple(moves)))
         except (OSError, ValueError) as error:
-            raise ValueError(f"opening book {path}: {error}") from None
+            raise InputError(f"opening book {path}: {error}") from None
         if not openings:
-            raise ValueError(f"opening book {path} gave no openings")
+            raise InputError(f"opening book {path} gave no openings")
         return openings
     lines = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
     positions = []
@@ -148,12 +149,12 @@ def book_openings(path: str | Path, count: int, plies: int = 8, seed: int = 0) -
         try:
             board, _ = chess.Board.from_epd(line) if len(line.split()) < 6 or ";" in line else (chess.Board(line), None)
         except ValueError as error:
-            raise ValueError(f"{path}:{number}: not a FEN/EPD position: {error}") from None
+            raise InputError(f"{path}:{number}: not a FEN/EPD position: {error}") from None
         if not board.is_valid() or terminal_status(board) is not None:
-            raise ValueError(f"{path}:{number}: illegal or finished position {line!r}")
+            raise InputError(f"{path}:{number}: illegal or finished position {line!r}")
         positions.append(Opening(f"{path.name}:{number}", board.fen()))
     if not positions:
-        raise ValueError(f"opening file {path} holds no positions")
+        raise InputError(f"opening file {path} holds no positions")
     order = rng.permutation(len(positions)) if count < len(positions) else np.arange(len(positions))
     return [positions[i] for i in order[:count]] if count < len(positions) else [positions[i % len(positions)] for i in range(count)]
 
@@ -185,7 +186,7 @@ class Match:
     """
 
     def __init__(self, player_a: Player, player_b: Player, schedule: Sequence[ScheduledGame], max_plies: int = 400,
-                 concurrency: int = 64, event: str = "arena", played: dict[int, Sequence[str]] | None = None) -> None:
+                 concurrency: int = 64, event: str = "arena", played: Mapping[int, Sequence[str]] | None = None) -> None:
         self.player_a, self.player_b = player_a, player_b
         self.schedule = list(schedule)
         self.max_plies, self.concurrency, self.event = max_plies, concurrency, event
@@ -218,7 +219,7 @@ class Match:
         # board changes, so nobody is asked to move in a finished game.
         a_to_move = [g for g in self.running if g.a_is_white == (g.board.turn == chess.WHITE)]
         b_to_move = [g for g in self.running if g.a_is_white != (g.board.turn == chess.WHITE)]
-        chosen = []
+        chosen: list[tuple[Player, _Running, chess.Move]] = []
         for player, games in ((player_a, a_to_move), (player_b, b_to_move)):
             if games:
                 chosen.extend((player, game, move) for game, move in zip(games, player.choose_moves([g.board for g in games])))

@@ -4,8 +4,8 @@ This module owns every number the project reports about playing strength, comput
 engine developers do: a single match as cutechess-cli reports it (trinomial W/D/L statistics),
 game pairs with colours swapped as fishtest counts them (pentanomial statistics), the sequential
 probability ratio test (SPRT) with logistic Elo bounds used by fishtest and cutechess-cli, and
-Bradley-Terry maximum-likelihood ratings over many players as Ordo and BayesElo compute them.
-Everything is pure computation on counts (numpy and ``math`` only); nothing runs at import time.
+Bradley-Terry maximum-likelihood ratings over many players as Ordo and BayesElo compute them, and
+the Wilson interval of a share (puzzles solved). Everything is pure computation on counts (numpy and ``math`` only); nothing runs at import time.
 Bad input (negative counts, no games, unknown players) raises ``ValueError``.
 """
 
@@ -312,7 +312,7 @@ class SPRT:
         return math.log((1.0 - self.beta) / self.alpha)
 
     def _llr(self, counts: Sequence[int], values: Sequence[float]) -> float:
-        samples = sum(counts)
+        samples: float = sum(counts)
         if samples == 0:
             return 0.0
         if self.prior_observations > 0.0:
@@ -353,6 +353,24 @@ class SPRT:
         """LLR, bounds and decision for pentanomial pair counts."""
         llr = self.llr_pentanomial(counts)
         return SPRTStatus(llr, self.lower_bound, self.upper_bound, self.decide(llr))
+
+
+# --------------------------------------------------------------------------------------------
+# Binomial shares
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval for a binomial share: (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)."""
+    if trials <= 0:
+        raise ValueError("the Wilson interval needs at least one trial")
+    share = successes / trials
+    denominator = 1.0 + z * z / trials
+    centre = (share + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(share * (1.0 - share) / trials + z * z / (4 * trials * trials)) / denominator
+    # At 0 or n successes the bound is exactly 0 or 1; say so rather than trust the rounding.
+    low = 0.0 if successes == 0 else max(0.0, min(share, centre - half))
+    high = 1.0 if successes == trials else min(1.0, max(share, centre + half))
+    return low, high
 
 
 # --------------------------------------------------------------------------------------------
@@ -434,6 +452,19 @@ def _aggregate(games: Iterable[tuple[str, str, float]]) -> tuple[list[str], np.n
         points_matrix[first, second] += points
         points_matrix[second, first] += count - points
     return list(index), games_matrix, points_matrix
+
+
+def player_groups(games: Iterable[tuple[str, str, float]]) -> list[set[str]]:
+    """Players linked by games, one set per group (the connected components of who played whom).
+
+    ``games`` as for ``fit_ratings``; ratings compare only players within one group, so a rating
+    list needs exactly one. No games: no groups.
+    """
+    games = list(games)
+    if not games:
+        return []
+    names, games_matrix, _ = _aggregate(games)
+    return [{names[player] for player in component} for component in _components(games_matrix > 0)]
 
 
 def _log_likelihood(ratings: np.ndarray, points: np.ndarray) -> float:

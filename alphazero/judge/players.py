@@ -17,7 +17,7 @@ spec                                                      player
 ========================================================= ==================================================
 
 Every player answers ``choose_moves(boards)`` for many games at once (the network players batch
-them into one search). Boards are read, never changed. ``make_player(spec)`` raises ``ValueError``
+them into one search). Boards are read, never changed. ``make_player(spec)`` raises ``InputError``
 naming what is wrong with a bad spec.
 """
 
@@ -31,6 +31,7 @@ import chess
 import chess.engine
 import numpy as np
 
+from alphazero.errors import InputError, UserError
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.search.mcts import MCTS, GameTree, SearchConfig
@@ -146,18 +147,18 @@ class UCIPlayer:
         try:
             self.engine = chess.engine.SimpleEngine.popen_uci(shlex.split(command))
         except (FileNotFoundError, PermissionError, OSError, chess.engine.EngineError) as error:
-            raise ValueError(f"uci engine {command!r} could not be started: {error}") from None
+            raise InputError(f"uci engine {command!r} could not be started: {error}") from None
         known = {option.lower(): option for option in self.engine.options}
         unknown = [key for key in options if key.lower() not in known]
         if unknown:
             self.engine.quit()
-            raise ValueError(f"uci engine {command!r} has no option {unknown[0]!r} "
+            raise InputError(f"uci engine {command!r} has no option {unknown[0]!r} "
                              f"(its options: {', '.join(sorted(known.values(), key=str.lower))})")
         try:
             self.engine.configure({known[key.lower()]: value for key, value in options.items()})
         except (ValueError, chess.engine.EngineError) as error:
             self.engine.quit()
-            raise ValueError(f"uci engine {command!r}: bad option value: {error}") from None
+            raise InputError(f"uci engine {command!r}: bad option value: {error}") from None
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
         moves = []
@@ -185,7 +186,7 @@ def resolve_network_path(path: str) -> Path:
         state = run.read_state()
         return run.network_path(state.best_generation)
     if not candidate.is_file():
-        raise ValueError(f"no network file or run directory at {path!r}")
+        raise InputError(f"no network file or run directory at {path!r}")
     return candidate
 
 
@@ -195,7 +196,7 @@ def _parse_query(spec: str, query: str) -> dict[str, str]:
         return params
     for part in query.split("&"):
         if "=" not in part:
-            raise ValueError(f"player spec {spec!r}: parameter {part!r} is not name=value")
+            raise InputError(f"player spec {spec!r}: parameter {part!r} is not name=value")
         key, value = part.split("=", 1)
         params[key.strip()] = value.strip()
     return params
@@ -205,10 +206,40 @@ def _number(spec: str, key: str, value: str, kind: type) -> float | int:
     try:
         number = kind(value)
     except ValueError:
-        raise ValueError(f"player spec {spec!r}: {key}={value!r} is not a valid {kind.__name__}") from None
+        raise InputError(f"player spec {spec!r}: {key}={value!r} is not a valid {kind.__name__}") from None
     if number <= 0:
-        raise ValueError(f"player spec {spec!r}: {key} must be positive")
+        raise InputError(f"player spec {spec!r}: {key} must be positive")
     return number
+
+
+def parse_uci_spec(spec: str) -> tuple[str, dict[str, str], chess.engine.Limit]:
+    """``uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D`` -> (command, engine options, limit).
+
+    ``nodes``, ``depth`` and ``movetime`` make the search limit (100 ms when none is given); every
+    other parameter is a UCI option. Raises ``InputError`` naming the spec; starts no engine.
+    """
+    spec = spec.strip()
+    kind, _, rest = spec.partition(":")
+    if kind.lower() != "uci":
+        raise InputError(f"engine spec {spec!r}: expected uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS")
+    command, _, query = rest.partition("?")
+    if not command:
+        raise InputError(f"player spec {spec!r}: missing engine command (uci:COMMAND)")
+    params = _parse_query(spec, query)
+    limits: dict = {}
+    options: dict[str, str] = {}
+    for key, value in params.items():
+        if key == "nodes":
+            limits["nodes"] = int(_number(spec, key, value, int))
+        elif key == "depth":
+            limits["depth"] = int(_number(spec, key, value, int))
+        elif key == "movetime":
+            limits["time"] = float(_number(spec, key, value, float)) / 1000.0
+        else:
+            options[key] = value
+    if not limits:
+        limits["time"] = 0.1
+    return command, options, chess.engine.Limit(**limits)
 
 
 def make_player(spec: str, seed: int | None = None, search: SearchConfig | None = None, device: str = "cpu") -> Player:
@@ -218,16 +249,16 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
     kind = kind.lower()
     if kind in ("random", "greedy"):
         if rest:
-            raise ValueError(f"player spec {spec!r}: {kind} takes no path or parameters")
+            raise InputError(f"player spec {spec!r}: {kind} takes no path or parameters")
         return (RandomPlayer if kind == "random" else GreedyPlayer)(seed, name=spec)
     if kind in ("mcts", "policy"):
         path, _, query = rest.partition("?")
         if not path:
-            raise ValueError(f"player spec {spec!r}: missing network path ({kind}:PATH)")
+            raise InputError(f"player spec {spec!r}: missing network path ({kind}:PATH)")
         params = _parse_query(spec, query)
         # Parameters are checked before the network is read, so a typo is reported at once.
         if kind == "policy" and params:
-            raise ValueError(f"player spec {spec!r}: policy takes no parameters")
+            raise InputError(f"player spec {spec!r}: policy takes no parameters")
         changes: dict = {}
         for key, value in params.items():
             if key in ("sims", "nodes"):
@@ -236,14 +267,14 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 changes["c_puct"] = float(_number(spec, key, value, float))
             elif key == "algorithm":
                 if value not in ("puct", "gumbel"):
-                    raise ValueError(f"player spec {spec!r}: algorithm must be puct or gumbel, got {value!r}")
+                    raise InputError(f"player spec {spec!r}: algorithm must be puct or gumbel, got {value!r}")
                 changes["algorithm"] = value
             else:
-                raise ValueError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm)")
+                raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm)")
         try:
             net = load_network(resolve_network_path(path))
-        except ValueError as error:
-            raise ValueError(f"player spec {spec!r}: {error}") from None
+        except UserError as error:
+            raise InputError(f"player spec {spec!r}: {error}") from None
         if kind == "policy":
             return PolicyPlayer(net, name=spec, device=device)
         from dataclasses import replace
@@ -251,28 +282,12 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
         config = search or SearchConfig(num_simulations=100)
         return MCTSPlayer(net, replace(config, **changes), name=spec, device=device)
     if kind == "uci":
-        command, _, query = rest.partition("?")
-        if not command:
-            raise ValueError(f"player spec {spec!r}: missing engine command (uci:COMMAND)")
-        params = _parse_query(spec, query)
-        limits: dict = {}
-        options: dict[str, str] = {}
-        for key, value in params.items():
-            if key == "nodes":
-                limits["nodes"] = int(_number(spec, key, value, int))
-            elif key == "depth":
-                limits["depth"] = int(_number(spec, key, value, int))
-            elif key == "movetime":
-                limits["time"] = float(_number(spec, key, value, float)) / 1000.0
-            else:
-                options[key] = value
-        if not limits:
-            limits["time"] = 0.1
-        return UCIPlayer(command, options, chess.engine.Limit(**limits), name=spec)
+        command, options, limit = parse_uci_spec(spec)
+        return UCIPlayer(command, options, limit, name=spec)
     if kind == "ab":
         from alphazero.search.ab_player import (
             make_ab_player,  # numba loads only when asked for
         )
 
         return make_ab_player(spec)
-    raise ValueError(f"player spec {spec!r}: unknown kind {kind!r} (known: mcts, policy, random, greedy, uci, ab)")
+    raise InputError(f"player spec {spec!r}: unknown kind {kind!r} (known: mcts, policy, random, greedy, uci, ab)")

@@ -1,12 +1,17 @@
-"""PNG plots of a run (matplotlib, Agg backend: no display needed)."""
+"""PNG plots (matplotlib, Agg backend: no display needed): a run's arena history, Elo by generation.
+
+Every plot is written atomically (``alphazero.fileio.atomic_write``).
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Sequence
 
 from alphazero.checkpoint import RunState
 from alphazero.fileio import atomic_write
+from alphazero.judge.elo import Rating
 
 
 def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
@@ -38,6 +43,41 @@ def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
     bottom.step([g for g, _ in chain], [e for _, e in chain], where="post", color="tab:blue")
     bottom.set_xlabel("generation")
     bottom.set_ylabel("best network (Elo vs gen 0, chained)")
+    fig.tight_layout()
+    try:
+        atomic_write(path, lambda handle: fig.savefig(handle, dpi=100, format="png"))
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_ratings(ratings: dict[str, Rating], generation_numbers: dict[str, int], anchors: Sequence[str],
+                 path: str | os.PathLike, reference: str) -> Path:
+    """PNG of Elo by generation with 95% error bars; anchors as labelled horizontal dashed lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    path = Path(path)
+    rated = sorted((generation_numbers[name], ratings[name]) for name in ratings if name in generation_numbers)
+    fig, axes = plt.subplots(figsize=(8, 4.5))
+    if rated:
+        xs = [number for number, _ in rated]
+        ys = [rating.elo for _, rating in rated]
+        errors = [[rating.elo - rating.elo_low for _, rating in rated], [rating.elo_high - rating.elo for _, rating in rated]]
+        axes.errorbar(xs, ys, yerr=errors, fmt="o-", color="tab:blue", capsize=3, label="generation (95% CI)")
+    colours = ["tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown"]
+    for number, name in enumerate(anchors):
+        if name in ratings:
+            axes.axhline(ratings[name].elo, linestyle="--", color=colours[number % len(colours)], label=name)
+    axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    axes.set_xlabel("generation")
+    axes.set_ylabel(f"Elo ({reference} = 0)")
+    axes.set_title("Elo by generation (maximum likelihood over all games)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
     fig.tight_layout()
     try:
         atomic_write(path, lambda handle: fig.savefig(handle, dpi=100, format="png"))

@@ -663,6 +663,7 @@ class NetworkSearcher(Searcher):
 
 def _root_choice(root: Node) -> int:
     """Index of the move to play from an expanded root: most visits, ties (or no visits) to the higher prior."""
+    assert root.priors is not None
     return int(np.argmax(np.asarray(root.child_visits) + 0.5 * root.priors))  # priors lie in [0, 1]: they only break ties
 
 
@@ -816,7 +817,7 @@ class PlayerSearcher(Searcher):
 
 def make_searcher(spec: str, device: str = "cpu") -> Searcher:
     """The searcher for a player spec: ``AlphaBetaSearcher`` for ``ab:``, else ``PlayerSearcher``
-    around ``make_player(spec)``. ``ValueError`` naming the fault of a bad spec."""
+    around ``make_player(spec)``. ``InputError`` naming the fault of a bad spec."""
     if spec.strip().partition(":")[0].lower() == "ab":
         return AlphaBetaSearcher(spec)
     from alphazero.judge.players import make_player
@@ -832,13 +833,10 @@ def run_uci(
 ) -> int:
     """Load the network at ``checkpoint_path`` (file or run directory) and serve UCI; the exit status.
 
-    A missing or unreadable network prints one line to stderr and returns 2.
+    A missing or unreadable network raises ``InputError`` (or ``RunStateError`` for a directory that
+    holds no run) before anything is served.
     """
-    try:
-        net = load_network(resolve_network_path(checkpoint_path))
-    except ValueError as error:
-        print(f"alphazero uci: error: {error}", file=sys.stderr)
-        return 2
+    net = load_network(resolve_network_path(checkpoint_path))
     return UCIEngine(net, stdin, stdout, device=device).run()
 
 
@@ -850,11 +848,7 @@ def run_uci_player(
 ) -> int:
     """Serve the player ``spec`` (``alphazero.judge.players``) over UCI; the exit status.
 
-    A bad spec (or a player that cannot start) prints one line to stderr and returns 2.
+    A bad spec (or a player that cannot start) raises ``InputError`` before anything is served.
     """
-    try:
-        searcher = make_searcher(spec, device=device)
-    except (ValueError, FileNotFoundError, OSError) as error:
-        print(f"alphazero uci: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
+    searcher = make_searcher(spec, device=device)
     return UCIEngine(searcher, stdin, stdout, device=device).run()

@@ -242,6 +242,7 @@ class Option:
         """The setting for ``setoption ... value <value>``; ``ValueError`` naming the option and the rule."""
         name = name or self.name
         if self.kind == "spin":
+            assert self.low is not None and self.high is not None  # a spin option has both bounds
             try:
                 number = int(value)
             except ValueError:
@@ -254,13 +255,14 @@ class Option:
                 raise ValueError(f"{name} value must be true or false, got {value!r}")
             return value.lower() == "true"
         if self.kind == "float":
+            assert self.low is not None and self.high is not None  # a float option has both bounds
             try:
-                number = float(value)
+                real = float(value)
             except ValueError:
                 raise ValueError(f"{name} value {value!r} is not a number") from None
-            if not self.low < number < self.high:
+            if not self.low < real < self.high:
                 raise ValueError(f"{name} must be in ({self.low}, {self.high}), got {value!r}")
-            return number
+            return real
         return value
 
 

@@ -18,6 +18,7 @@ import torch
 
 from alphazero.board import encoding
 from alphazero.checkpoint import RunDirectory
+from alphazero.errors import RunStateError
 from alphazero.learn.replay import ReplayWindow, read_shard, shard_paths
 from alphazero.learn.train import Learner, compute_loss
 
@@ -82,6 +83,6 @@ def diagnose(run_dir: str | Path, steps: int = 150, rounds: int = 6, max_shards:
     if max_shards:
         paths = paths[-max_shards:]
     if len(paths) < 2:
-        raise ValueError(f"{run.replay_dir}: needs at least two replay shards")
+        raise RunStateError(f"{run.replay_dir}: needs at least two replay shards")
     shards = [read_shard(path) for path in paths]
     return {"data": data_report(shards), "generalisation": generalisation_report(config, shards, steps, rounds)}

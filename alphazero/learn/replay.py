@@ -26,6 +26,7 @@ import numpy as np
 
 from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
+from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
 
 SHARD_FORMAT_VERSION = 1
@@ -67,7 +68,7 @@ def write_shard(path: str | os.PathLike, games: Sequence[GameRecord]) -> None:
         "plies": [g.plies for g in games],
         "extra": [g.extra for g in games],
     }
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "format_version": np.array([SHARD_FORMAT_VERSION], dtype=np.int32),
         "encoding_version": np.array([encoding.ENCODING_VERSION], dtype=np.int32),
         "game_positions": position_counts,
@@ -80,7 +81,8 @@ def write_shard(path: str | os.PathLike, games: Sequence[GameRecord]) -> None:
         "root_values": np.concatenate([g.root_values for g in games]).astype(np.float16),
         "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
     }
-    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
+    # numpy's stub checks **arrays against savez_compressed's allow_pickle keyword
+    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -118,7 +120,7 @@ class Shard:
 
 
 def read_shard(path: str | os.PathLike) -> Shard:
-    """Load a shard; a truncated, corrupt or foreign file raises ``ValueError`` naming it."""
+    """Load a shard; a truncated, corrupt or foreign file raises ``InputError`` naming it."""
     path = Path(path)
     try:
         loaded = np.load(path, allow_pickle=False)
@@ -127,13 +129,13 @@ def read_shard(path: str | os.PathLike) -> Shard:
         with loaded as data:
             arrays = {key: data[key] for key in data.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, zlib.error) as error:
-        raise ValueError(f"replay shard {path} is unreadable or corrupt: {error}") from None
+        raise InputError(f"replay shard {path} is unreadable or corrupt: {error}") from None
     try:
         version = int(arrays["format_version"][0])
         if version != SHARD_FORMAT_VERSION:
-            raise ValueError(f"replay shard {path}: format_version {version}, expected {SHARD_FORMAT_VERSION}")
+            raise InputError(f"replay shard {path}: format_version {version}, expected {SHARD_FORMAT_VERSION}")
         if int(arrays["encoding_version"][0]) != encoding.ENCODING_VERSION:
-            raise ValueError(f"replay shard {path}: made with another encoding version")
+            raise InputError(f"replay shard {path}: made with another encoding version")
         meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
         lengths = arrays["policy_lengths"].astype(np.int64)
         offsets = np.concatenate(([0], np.cumsum(lengths)))
@@ -153,11 +155,11 @@ def read_shard(path: str | os.PathLike) -> Shard:
             plies=list(meta["plies"]),
         )
     except (KeyError, json.JSONDecodeError, UnicodeDecodeError, IndexError) as error:
-        raise ValueError(f"replay shard {path} is missing data: {error}") from None
+        raise InputError(f"replay shard {path} is missing data: {error}") from None
     total = int(shard.game_positions.sum())
     if not (shard.planes.shape == (total, encoding.PACKED_SIZE) and len(shard.z) == total
             and len(lengths) == total and offsets[-1] == len(shard.policy_actions) == len(shard.policy_counts)):
-        raise ValueError(f"replay shard {path} is inconsistent (array sizes disagree)")
+        raise InputError(f"replay shard {path} is inconsistent (array sizes disagree)")
     return shard
 
 
@@ -171,7 +173,8 @@ def shard_paths(replay_dir: str | os.PathLike) -> list[Path]:
 
 def next_shard_path(replay_dir: str | os.PathLike) -> Path:
     paths = shard_paths(replay_dir)
-    number = int(_SHARD_NAME.match(paths[-1].name).group(1)) + 1 if paths else 0
+    last = _SHARD_NAME.match(paths[-1].name) if paths else None  # shard_paths lists only names that match
+    number = int(last.group(1)) + 1 if last else 0
     return Path(replay_dir) / f"shard-{number:08d}.npz"
 
 
@@ -239,17 +242,18 @@ def write_inflight(path: str | os.PathLike, slots: Sequence[Sequence[dict]]) -> 
     games = [dict(game, slot=slot) for slot, slot_games in enumerate(slots) for game in slot_games]
     meta = [{key: value for key, value in game.items() if key not in ("target_actions", "target_counts")}
             for game in games]
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "format_version": np.array([INFLIGHT_FORMAT_VERSION], dtype=np.int32),
         "target_actions": np.concatenate([g["target_actions"] for g in games] or [np.zeros(0)]).astype(np.uint16),
         "target_counts": np.concatenate([g["target_counts"] for g in games] or [np.zeros(0)]).astype(np.uint16),
         "meta": np.frombuffer(json.dumps({"num_slots": len(slots), "games": meta}).encode("utf-8"), dtype=np.uint8),
     }
-    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))
+    # numpy's stub checks **arrays against savez_compressed's allow_pickle keyword
+    atomic_write(path, lambda handle: np.savez_compressed(handle, **arrays))  # type: ignore[arg-type]
 
 
 def read_inflight(path: str | os.PathLike) -> list[list[dict]]:
-    """The games in flight per actor slot (empty if there is no file); a damaged file raises ``ValueError``."""
+    """The games in flight per actor slot (empty if there is no file); a damaged file raises ``InputError``."""
     path = Path(path)
     if not path.is_file():
         return []
@@ -269,4 +273,4 @@ def read_inflight(path: str | os.PathLike) -> list[list[dict]]:
             raise ValueError("policy targets do not add up")
         return slots
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, zlib.error, json.JSONDecodeError) as error:
-        raise ValueError(f"games in flight {path} are unreadable or corrupt: {error}") from None
+        raise InputError(f"games in flight {path} are unreadable or corrupt: {error}") from None

@@ -18,13 +18,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from alphazero.config import TrainConfig
+from alphazero.errors import InputError
 from alphazero.learn.replay import ReplayWindow, read_shard
 from alphazero.nets.network import (
     NetworkConfig,
@@ -90,7 +91,7 @@ class Learner:
 
     # -- data -------------------------------------------------------------------------------------
 
-    def add_shards(self, paths: list[str | Path]) -> int:
+    def add_shards(self, paths: Sequence[str | Path]) -> int:
         """Load new shards into the window (already loaded ones are skipped); returns window size."""
         for path in paths:
             name = Path(path).name
@@ -170,9 +171,9 @@ class Learner:
 
     def load_state_dict(self, state: dict[str, Any], source: str = "learner state") -> None:
         if not isinstance(state, dict) or state.get("format") != "alphazero-chess-learner":
-            raise ValueError(f"{source}: not a learner state file")
+            raise InputError(f"{source}: not a learner state file")
         if state.get("format_version") != LEARNER_FORMAT_VERSION:
-            raise ValueError(f"{source}: learner format_version {state.get('format_version')!r}, expected {LEARNER_FORMAT_VERSION}")
+            raise InputError(f"{source}: learner format_version {state.get('format_version')!r}, expected {LEARNER_FORMAT_VERSION}")
         # Build everything in fresh objects first, so a bad file leaves this learner untouched.
         try:
             net = net_from_payload(state["network"], source)
@@ -192,7 +193,7 @@ class Learner:
             if not isinstance(torch_rng, torch.Tensor) or torch_rng.shape != torch.get_rng_state().shape:
                 raise TypeError("torch_rng is not a torch random state")
         except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
-            raise ValueError(f"{source}: incomplete learner state: {error}") from None
+            raise InputError(f"{source}: incomplete learner state: {error}") from None
         self.net.load_state_dict(scratch.state_dict())
         self.optimizer.load_state_dict(optimizer.state_dict())
         self.step, self.samples_trained = step, samples

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alphazero.board import encoding
+from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
 
 NET_FORMAT = "alphazero-chess-net"
@@ -30,30 +31,23 @@ NET_FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    """Shape of the residual tower and heads."""
+    """Shape of the residual tower and heads. The defaults are ``configs/default.yaml``'s network (3x32,
+    fast on one CPU thread); other shapes live in their configs (``configs/large.yaml``: 10x128 for a GPU)."""
 
-    blocks: int = 4
-    channels: int = 48
+    blocks: int = 3
+    channels: int = 32
     value_channels: int = 4
-    value_hidden: int = 128
-    policy_channels: int = 48
-
-
-PRESETS: dict[str, NetworkConfig] = {
-    # Fast on one CPU thread; what the default training config uses.
-    "small": NetworkConfig(),
-    # A GPU preset in the spirit of lc0's mid-size nets.
-    "large": NetworkConfig(blocks=10, channels=128, value_channels=32, value_hidden=128, policy_channels=128),
-}
+    value_hidden: int = 64
+    policy_channels: int = 32
 
 
 class ResidualBlock(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
+        self.bn1: nn.Module = nn.BatchNorm2d(channels)  # nn.Identity once folded (fuse_for_inference)
         self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
+        self.bn2: nn.Module = nn.BatchNorm2d(channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
@@ -63,6 +57,9 @@ class ResidualBlock(nn.Module):
 
 class PolicyValueNet(nn.Module):
     """Residual conv tower with AlphaZero's policy (conv, 73 planes) and value (conv, fc, tanh) heads."""
+
+    plane_offset: torch.Tensor  # [1, 24, 1, 1] buffers of the encoder's affine map
+    plane_scale: torch.Tensor
 
     def __init__(self, config: NetworkConfig = NetworkConfig()) -> None:
         super().__init__()
@@ -125,9 +122,12 @@ def fuse_for_inference(net: PolicyValueNet) -> nn.Module:
     fused.policy_head = nn.Sequential(*fold(list(fused.policy_head)))
     fused.value_head = nn.Sequential(*fold(list(fused.value_head)))
     for block in fused.tower:
-        block.conv1 = torch.nn.utils.fusion.fuse_conv_bn_eval(block.conv1, block.bn1)
+        assert isinstance(block, ResidualBlock)
+        bn1, bn2 = block.bn1, block.bn2
+        assert isinstance(bn1, nn.BatchNorm2d) and isinstance(bn2, nn.BatchNorm2d)
+        block.conv1 = torch.nn.utils.fusion.fuse_conv_bn_eval(block.conv1, bn1)
         block.bn1 = nn.Identity()
-        block.conv2 = torch.nn.utils.fusion.fuse_conv_bn_eval(block.conv2, block.bn2)
+        block.conv2 = torch.nn.utils.fusion.fuse_conv_bn_eval(block.conv2, bn2)
         block.bn2 = nn.Identity()
     for parameter in fused.parameters():
         parameter.requires_grad_(False)
@@ -147,19 +147,19 @@ def net_to_payload(net: PolicyValueNet, metadata: dict[str, Any] | None = None) 
 
 
 def net_from_payload(payload: Any, source: str = "network") -> PolicyValueNet:
-    """Rebuild a network from ``net_to_payload`` output; ``ValueError`` naming ``source`` if malformed."""
+    """Rebuild a network from ``net_to_payload`` output; ``InputError`` naming ``source`` if malformed."""
     if not isinstance(payload, dict) or payload.get("format") != NET_FORMAT:
-        raise ValueError(f"{source}: not an alphazero-chess network file")
+        raise InputError(f"{source}: not an alphazero-chess network file")
     if payload.get("format_version") != NET_FORMAT_VERSION:
-        raise ValueError(f"{source}: network format_version {payload.get('format_version')!r}, expected {NET_FORMAT_VERSION}")
+        raise InputError(f"{source}: network format_version {payload.get('format_version')!r}, expected {NET_FORMAT_VERSION}")
     if payload.get("encoding_version") != encoding.ENCODING_VERSION:
-        raise ValueError(f"{source}: made for encoding version {payload.get('encoding_version')!r}")
+        raise InputError(f"{source}: made for encoding version {payload.get('encoding_version')!r}")
     try:
         config = NetworkConfig(**payload["config"])
         net = PolicyValueNet(config)
         net.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, RuntimeError) as error:
-        raise ValueError(f"{source}: network weights do not match their config: {error}") from None
+        raise InputError(f"{source}: network weights do not match their config: {error}") from None
     return net
 
 
@@ -169,14 +169,14 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
 
 
 def safe_torch_load(path: str | os.PathLike) -> Any:
-    """``torch.load(weights_only=True)``; a missing, truncated or foreign file raises ``ValueError`` naming it."""
+    """``torch.load(weights_only=True)``; a missing, truncated or foreign file raises ``InputError`` naming it."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+        raise InputError(f"{path}: no such file")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises several types for damaged archives
-        raise ValueError(f"{path}: unreadable or corrupt ({type(error).__name__}: {error})") from None
+        raise InputError(f"{path}: unreadable or corrupt ({type(error).__name__}: {error})") from None
 
 
 def save_network(net: PolicyValueNet, path: str | os.PathLike, metadata: dict[str, Any] | None = None) -> None:

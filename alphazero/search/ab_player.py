@@ -15,6 +15,7 @@ from typing import Sequence
 
 import chess
 
+from alphazero.errors import InputError
 from alphazero.search.alphabeta import MAX_PLY, AlphaBeta, SearchInfo
 from alphazero.search.evals import EVALS
 
@@ -51,34 +52,34 @@ class ABPlayer:
 
 
 def parse_ab_spec(spec: str) -> dict:
-    """``ab:EVAL?key=value&...`` as ``ABPlayer`` keyword arguments; ``ValueError`` names the fault."""
+    """``ab:EVAL?key=value&...`` as ``ABPlayer`` keyword arguments; ``InputError`` names the fault."""
     kind, _, rest = spec.strip().partition(":")
     if kind.lower() != "ab":
-        raise ValueError(f"player spec {spec!r}: not an ab: spec")
+        raise InputError(f"player spec {spec!r}: not an ab: spec")
     eval_name, _, query = rest.partition("?")
     eval_name = eval_name.strip()
     if not eval_name:
-        raise ValueError(f"player spec {spec!r}: missing evaluation (ab:EVAL, known: {', '.join(EVALS)})")
+        raise InputError(f"player spec {spec!r}: missing evaluation (ab:EVAL, known: {', '.join(EVALS)})")
     if eval_name not in EVALS:
-        raise ValueError(f"player spec {spec!r}: unknown evaluation {eval_name!r} (known: {', '.join(EVALS)})")
+        raise InputError(f"player spec {spec!r}: unknown evaluation {eval_name!r} (known: {', '.join(EVALS)})")
     values: dict[str, float | int] = {}
     for part in filter(None, query.split("&")):
         key, equals, text = part.partition("=")
         key, text = key.strip(), text.strip()
         if not equals:
-            raise ValueError(f"player spec {spec!r}: parameter {part!r} is not name=value")
+            raise InputError(f"player spec {spec!r}: parameter {part!r} is not name=value")
         if key not in _PARAMETERS:
-            raise ValueError(f"player spec {spec!r}: unknown parameter {key!r} (known: {', '.join(_PARAMETERS)})")
+            raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: {', '.join(_PARAMETERS)})")
         kind_of = _PARAMETERS[key]
         try:
             number = kind_of(text)
         except ValueError:
-            raise ValueError(f"player spec {spec!r}: {key}={text!r} is not a valid {kind_of.__name__}") from None
+            raise InputError(f"player spec {spec!r}: {key}={text!r} is not a valid {kind_of.__name__}") from None
         if not number > 0 or number == float("inf"):
-            raise ValueError(f"player spec {spec!r}: {key} must be a positive finite number")
+            raise InputError(f"player spec {spec!r}: {key} must be a positive finite number")
         values[key] = number
     if values.get("depth", 0) > MAX_PLY - 8:
-        raise ValueError(f"player spec {spec!r}: depth must be at most {MAX_PLY - 8}")
+        raise InputError(f"player spec {spec!r}: depth must be at most {MAX_PLY - 8}")
     return {"eval_name": eval_name, "depth": values.get("depth"), "movetime_ms": values.get("movetime"),
             "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16)}
 

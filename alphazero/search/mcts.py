@@ -47,6 +47,7 @@ from typing import Any, Protocol, Sequence
 
 import chess
 import numpy as np
+import numpy.typing as npt
 
 from alphazero.board.game import terminal_status
 from alphazero.board.movegen import legal_moves
@@ -70,7 +71,7 @@ class Evaluator(Protocol):
 class SearchConfig:
     """Search budget and PUCT constants (AlphaZero's defaults where it had one)."""
 
-    num_simulations: int = 100
+    num_simulations: int = 32  # configs/default.yaml's budget (AlphaZero: 800)
     c_puct: float = 1.25
     c_puct_base: float = 19652.0  # 0 disables the log growth of c
     fpu_reduction: float = 0.25
@@ -137,6 +138,7 @@ class Node:
         self.raw_value = 0.0  # the network's value for this node's mover (Gumbel's mixed value)
 
     def expand(self, priors: np.ndarray, value: float = 0.0) -> None:
+        assert self.moves is not None, "a node is expanded once its moves are known"
         count = len(self.moves)
         self.priors = priors
         self.raw_value = value
@@ -179,7 +181,7 @@ class GameTree:
         """Play ``move`` and keep its subtree as the new root when ``reuse`` (noise is redrawn later)."""
         root = self.root
         child = None
-        if reuse and root.priors is not None:
+        if reuse and root.priors is not None and root.moves is not None:
             try:
                 child = root.children[root.moves.index(move)]
             except ValueError:
@@ -231,7 +233,7 @@ def considered_visit_sequence(num_considered: int, num_simulations: int) -> tupl
     return tuple(sequence[:num_simulations])
 
 
-def completed_q_transform(priors: np.ndarray, visit_counts: np.ndarray, value_sums: np.ndarray, raw_value: float,
+def completed_q_transform(priors: npt.ArrayLike, visit_counts: npt.ArrayLike, value_sums: npt.ArrayLike, raw_value: float,
                           c_visit: float, c_scale: float) -> np.ndarray:
     """``sigma(completed q)`` ``float64 [K]`` for the mover at a node (mctx ``qtransform_completed_by_mix_value``).
 
@@ -253,7 +255,7 @@ def completed_q_transform(priors: np.ndarray, visit_counts: np.ndarray, value_su
     return (c_visit + visits.max(initial=0.0)) * c_scale * completed
 
 
-def gumbel_policy(priors: np.ndarray, sigma_q: np.ndarray) -> np.ndarray:
+def gumbel_policy(priors: npt.ArrayLike, sigma_q: np.ndarray) -> np.ndarray:
     """``softmax(log P + sigma(completed q))`` ``float32 [K]``: Gumbel AlphaZero's improved policy."""
     logits = np.log(np.maximum(np.asarray(priors, dtype=np.float64), 1e-30)) + sigma_q
     logits -= logits.max()
@@ -296,9 +298,9 @@ class MCTS:
         config = self.config
         gumbel = config.algorithm == "gumbel"
         budget = config.num_simulations if num_simulations is None else num_simulations
-        budgets = [int(budget)] * len(trees) if np.ndim(budget) == 0 else [int(b) for b in budget]
-        temperatures = [float(temperature)] * len(trees) if np.ndim(temperature) == 0 else [float(t) for t in temperature]
-        noises = [bool(add_noise)] * len(trees) if np.ndim(add_noise) == 0 else [bool(n) for n in add_noise]
+        budgets = [int(b) for b in _one_per_tree(budget, len(trees))]
+        temperatures = [float(t) for t in _one_per_tree(temperature, len(trees))]
+        noises = [bool(n) for n in _one_per_tree(add_noise, len(trees))]
         if not len(temperatures) == len(budgets) == len(noises) == len(trees):
             raise ValueError("one temperature, one budget and one noise flag per tree are needed")
         if gumbel:  # sequential halving's schedule assumes a root without visits
@@ -308,19 +310,19 @@ class MCTS:
         self._expand_roots(trees)
         for tree, tree_budget, noise in zip(trees, budgets, noises):
             root = tree.root
+            assert root.moves is not None and root.priors is not None  # _expand_roots saw to both
+            count = len(root.moves)
+            root_priors = root.priors
             if gumbel:
-                count = len(root.moves)
-                tree.root_priors = root.priors
                 tree.gumbel = tree.rng.gumbel(size=count) if noise else np.zeros(count)
                 tree.considered_visits = considered_visit_sequence(min(config.gumbel_considered, count), tree_budget)
-            elif noise and config.dirichlet_epsilon > 0 and len(root.moves) > 1:
-                noise = tree.rng.dirichlet(np.full(len(root.moves), config.dirichlet_alpha))
-                tree.root_priors = ((1 - config.dirichlet_epsilon) * root.priors + config.dirichlet_epsilon * noise).astype(np.float32)
-            else:
-                tree.root_priors = root.priors
-            root.set_selection_priors(tree.root_priors)
+            elif noise and config.dirichlet_epsilon > 0 and count > 1:
+                dirichlet = tree.rng.dirichlet(np.full(count, config.dirichlet_alpha))
+                root_priors = ((1 - config.dirichlet_epsilon) * root.priors + config.dirichlet_epsilon * dirichlet).astype(np.float32)
+            tree.root_priors = root_priors
+            root.set_selection_priors(root_priors)
         # A root with one legal move needs no search: pi is certain whatever the simulations say.
-        remaining = [b if len(tree.root.moves) > 1 else 0 for tree, b in zip(trees, budgets)]
+        remaining = [b if len(tree.root.moves or ()) > 1 else 0 for tree, b in zip(trees, budgets)]
         active = [i for i, left in enumerate(remaining) if left > 0]
         while active:
             requests: list[Any] = []
@@ -334,6 +336,7 @@ class MCTS:
                         break
                     leaf, path, request = outcome
                     if request is None:  # terminal: the true result backs up at once
+                        assert leaf.terminal_value is not None
                         self._backup(leaf, path, leaf.terminal_value)
                         remaining[index] -= 1
                     else:
@@ -415,6 +418,8 @@ class MCTS:
                 node.pending = True
                 request = self.evaluator.prepare(board, node.moves)
                 break
+            node_moves = node.moves  # known: the node has priors
+            assert node_moves is not None
             if gumbel:
                 best_index = self._gumbel_root_index(tree) if node is tree.root else self._gumbel_interior_index(node)
                 children = node.children
@@ -425,8 +430,10 @@ class MCTS:
                 node.child_visits[best_index] += 1
                 node.child_values[best_index] -= virtual_loss
                 path.append((node, best_index))
-                board.push(node.moves[best_index])
-                node = children[best_index]
+                board.push(node_moves[best_index])
+                child = children[best_index]
+                assert child is not None
+                node = child
                 continue
             # PUCT: Q + U over the tried moves and the best untried one (all untried share the FPU).
             parent_visits = node.visits
@@ -454,8 +461,10 @@ class MCTS:
             visits[best_index] += 1
             values[best_index] -= virtual_loss
             path.append((node, best_index))
-            board.push(node.moves[best_index])
-            node = children[best_index]
+            board.push(node_moves[best_index])
+            child = children[best_index]
+            assert child is not None
+            node = child
         self._unwind(board, len(path))
         return node, path, request
 
@@ -473,6 +482,7 @@ class MCTS:
     def _gumbel_scores(self, tree: GameTree) -> np.ndarray:
         """``g + logits + sigma(completed q)`` ``[K]`` at the root (logits shifted to max 0, floored at -1e9)."""
         root, config = tree.root, self.config
+        assert root.priors is not None and tree.gumbel is not None
         sigma_q = completed_q_transform(root.priors, root.child_visits, root.child_values, root.raw_value,
                                         config.gumbel_c_visit, config.gumbel_c_scale)
         logits = np.log(np.maximum(np.asarray(root.priors, dtype=np.float64), 1e-30))
@@ -565,6 +575,7 @@ class MCTS:
 
     def _result(self, tree: GameTree, temperature: float) -> SearchResult:
         root = tree.root
+        assert root.moves is not None and root.priors is not None  # a searched root is expanded
         counts = np.array(root.child_visits, dtype=np.int64)
         if counts.sum() == 0:  # a single legal move: nothing was searched
             counts = np.ones(len(root.moves), dtype=np.int64) if len(root.moves) == 1 else counts
@@ -593,6 +604,11 @@ class MCTS:
         )
 
 
+def _one_per_tree(value: Any, count: int) -> list[Any]:
+    """A search argument for each of ``count`` trees: a scalar repeated, or a sequence (or array) as it is."""
+    return [value] * count if np.ndim(value) == 0 else list(value)
+
+
 def position_key(board: chess.Board) -> tuple:
     """What makes two positions with the same side to move a repetition, within one halfmove clock.
 
@@ -606,8 +622,8 @@ def position_key(board: chess.Board) -> tuple:
 def principal_variation(root: Node, max_length: int = 20) -> list[chess.Move]:
     """The line of most-visited children from ``root`` (stops at an unexpanded or unvisited node)."""
     line: list[chess.Move] = []
-    node = root
-    while node is not None and node.priors is not None and len(line) < max_length:
+    node: Node | None = root
+    while node is not None and node.priors is not None and node.moves is not None and len(line) < max_length:
         if max(node.child_visits, default=0) <= 0:
             break
         index = int(np.argmax(node.child_visits))

@@ -37,7 +37,8 @@ class _GameInProgress:
     network_version: int
     recorded_plies: list = field(default_factory=list)  # len(move_stack) at each recorded position
     may_resign: bool = True  # False in the games played out to measure false resignations
-    low_moves: dict | None = None  # per colour: own moves in a row with root value below the threshold
+    # per colour: own moves in a row with root value below the threshold
+    low_moves: dict[chess.Color, int] = field(default_factory=lambda: {chess.WHITE: 0, chess.BLACK: 0})
     would_resign: bool | None = None  # colour that would have resigned (games played out), first time
 
 
@@ -47,7 +48,7 @@ def game_pgn(board: chess.Board, headers: dict[str, str], start_fen: str | None 
     start = chess.Board(start_fen) if start_fen else chess.Board()
     if start_fen and start_fen != chess.STARTING_FEN:
         game.setup(start)
-    node = game
+    node: chess.pgn.GameNode = game
     for move in board.move_stack:
         node = node.add_variation(move)
     for key, value in headers.items():

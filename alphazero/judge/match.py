@@ -1,0 +1,243 @@
+"""The ``alphazero arena`` command's work: a match between two player specs, and its report.
+
+Owns the statistics of one match (trinomial W/D/L, pentanomial over game pairs, an SPRT checked
+after every complete pair) and its PGN. Players come from ``alphazero.judge.players`` spec strings,
+games from ``alphazero.judge.arena.play_match``, numbers from ``alphazero.judge.elo``. It parses no
+command line (``commands.arena`` does) and never touches Ray: the parallel arena hands chunks of game
+pairs to a ``ChunkRunner`` (``workers.arena`` runs them as Ray tasks). Errors a user can fix raise
+``InputError`` with one clear line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+import numpy as np
+
+from alphazero.errors import InputError
+from alphazero.judge.arena import (
+    GameResult,
+    MatchOutcome,
+    Opening,
+    book_openings,
+    play_match,
+    random_openings,
+)
+from alphazero.judge.elo import SPRT, match_result, pentanomial, pentanomial_result
+from alphazero.judge.players import make_player
+
+# (spec_a, spec_b, chunks of (first_pair, openings), max_plies, seed, on_games, event) -> stopped early.
+# Plays every chunk with ``play_chunk`` somewhere (``workers.arena.play_chunks_on_ray``), handing each
+# chunk's games to ``on_games`` as it finishes; stops the rest once ``on_games`` returns True.
+ChunkRunner = Callable[[str, str, Sequence[tuple[int, Sequence[Opening]]], int, int,
+                        Callable[[list[GameResult]], bool], str], bool]
+
+
+def player_seeds(seed: int, chunk: int) -> tuple[int, int]:
+    """Independent random seeds for players A and B of one chunk of a match."""
+    first, second = np.random.SeedSequence([seed, chunk]).generate_state(2)
+    return int(first), int(second)
+
+
+def parse_sprt(text: str) -> SPRT:
+    """``"ELO0,ELO1"`` -> ``SPRT(elo0, elo1)`` with alpha = beta = 0.05 (logistic Elo)."""
+    parts = text.split(",")
+    try:
+        elo0, elo1 = (float(part) for part in parts)
+    except ValueError:
+        raise InputError(f"--sprt needs two Elo bounds ELO0,ELO1 (e.g. 0,50), got {text!r}") from None
+    return SPRT(elo0, elo1)
+
+
+def match_openings(pairs: int, path: str | Path | None = None, plies: int | None = None,
+                   seed: int = 0) -> list[Opening]:
+    """``pairs`` openings: from a polyglot book (.bin, a weighted walk of ``plies`` book moves, 8 by
+    default) or an EPD/FEN file (its positions in random order, cycled), else ``plies`` (4 by
+    default) uniformly random first moves. A book that runs out of distinct lines is cycled."""
+    if path is not None:
+        openings = book_openings(path, pairs, plies=8 if plies is None else plies, seed=seed)
+    else:
+        openings = random_openings(pairs, 4 if plies is None else plies, seed=seed)
+    return [openings[i % len(openings)] for i in range(pairs)]
+
+
+def play_chunk(spec_a: str, spec_b: str, openings: Sequence[Opening], first_pair: int, max_plies: int,
+               seed: int, chunk: int, event: str = "arena") -> list[GameResult]:
+    """Build both players from their specs and play ``openings`` (two games each) in this process.
+
+    The unit of work of the parallel arena: game indices (and PGN ``Round`` headers) are shifted so
+    that pair ``first_pair + i`` keeps its place in the whole match. Sets torch to one thread.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    seed_a, seed_b = player_seeds(seed, chunk)
+    player_a = make_player(spec_a, seed=seed_a)
+    try:
+        player_b = make_player(spec_b, seed=seed_b)
+        try:
+            outcome = play_match(player_a, player_b, openings, max_plies=max_plies,
+                                 concurrency=2 * len(openings), event=event)
+        finally:
+            player_b.close()
+    finally:
+        player_a.close()
+    return [_shift_game(game, 2 * first_pair) for game in outcome.games]
+
+
+def _shift_game(game: GameResult, offset: int) -> GameResult:
+    if offset == 0:
+        return game
+    pgn = game.pgn.replace(f'[Round "{game.index + 1}"]', f'[Round "{game.index + offset + 1}"]', 1)
+    return replace(game, index=game.index + offset, pgn=pgn)
+
+
+class _MatchTally:
+    """Games accepted so far, the PGN file they go to, and the SPRT checked after each complete pair."""
+
+    def __init__(self, sprt: SPRT | None, pgn: TextIO | None, total_games: int, quiet: bool) -> None:
+        self.sprt = sprt
+        self.pgn = pgn
+        self.total_games = total_games
+        self.quiet = quiet
+        self.games: list[GameResult] = []
+        self.pairs: dict[int, list[float]] = {}
+        self.decided = False
+
+    def add(self, game: GameResult) -> bool:
+        """Record one finished game; True once the SPRT has decided (the match should stop)."""
+        self.games.append(game)
+        if self.pgn is not None:
+            self.pgn.write(game.pgn.rstrip("\n") + "\n\n")
+            self.pgn.flush()
+        scores = self.pairs.setdefault(game.index // 2, [])
+        scores.append(game.score_a)
+        if not self.quiet:
+            wins = sum(1 for g in self.games if g.score_a == 1.0)
+            losses = sum(1 for g in self.games if g.score_a == 0.0)
+            print(f"\r[arena] {len(self.games)}/{self.total_games} games, W/D/L {wins}/"
+                  f"{len(self.games) - wins - losses}/{losses}", end="", file=sys.stderr, flush=True)
+        if self.sprt is not None and len(scores) == 2 and not self.decided:
+            counts = pentanomial(sum(pair) for pair in self.pairs.values() if len(pair) == 2)
+            self.decided = self.sprt.status_pentanomial(counts).decision is not None
+        return self.decided
+
+
+def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | None = None,
+              opening_plies: int | None = None, max_plies: int = 400, seed: int = 0,
+              sprt: SPRT | None = None, pgn_path: str | Path | None = None,
+              progress: bool = False, chunk_runner: ChunkRunner | None = None,
+              parallelism: int = 1) -> dict[str, Any]:
+    """Play ``spec_a`` against ``spec_b`` and return the report (see ``arena_report``).
+
+    ``games`` (even) = 2 x openings, each opening played with both colours. With ``chunk_runner``
+    chunks of game pairs are played by it (``parallelism`` of them at a time, e.g. Ray tasks);
+    otherwise one in-process ``play_match`` advances all games together. With ``sprt`` the match
+    stops as soon as the test decides (checked after each complete game pair; games still running
+    are abandoned).
+    """
+    if games < 2 or games % 2:
+        raise InputError(f"--games must be a positive even number (each opening is played with both colours), got {games}")
+    if max_plies < 1:
+        raise InputError(f"--max-plies must be positive, got {max_plies}")
+    if parallelism < 1:
+        raise InputError(f"--workers must be positive, got {parallelism}")
+    pairs = games // 2
+    openings = match_openings(pairs, openings_path, opening_plies, seed)
+    with contextlib.ExitStack() as stack:
+        # Both players are built here first: a bad spec fails now, with its message, before any game.
+        player_a = make_player(spec_a, seed=player_seeds(seed, 0)[0])
+        stack.callback(player_a.close)
+        player_b = make_player(spec_b, seed=player_seeds(seed, 0)[1])
+        stack.callback(player_b.close)
+        names = (player_a.name, player_b.name)
+        handle = None
+        if pgn_path is not None:
+            Path(pgn_path).parent.mkdir(parents=True, exist_ok=True)
+            handle = stack.enter_context(open(pgn_path, "w"))
+        if progress:
+            stack.callback(lambda: print(file=sys.stderr))
+        tally = _MatchTally(sprt, handle, games, quiet=not progress)
+        event = f"{names[0]} vs {names[1]}"
+        if chunk_runner is not None:
+            player_a.close()  # the chunks build their own; these only checked the specs
+            player_b.close()
+            size = max(1, min(16, math.ceil(pairs / (4 * parallelism))))
+            chunks = [(first, openings[first:first + size]) for first in range(0, pairs, size)]
+
+            def accept(results: list[GameResult]) -> bool:
+                return any(tally.add(game) for game in sorted(results, key=lambda g: g.index))
+
+            chunk_runner(spec_a, spec_b, chunks, max_plies, seed, accept, event)
+            # Games a chunk finished after the decision are not counted (as if the match had stopped there).
+            outcome = MatchOutcome(names[0], names[1], sorted(tally.games, key=lambda g: g.index),
+                                   stopped_early=len(tally.games) < games)
+        else:
+            outcome = play_match(player_a, player_b, openings, max_plies=max_plies, concurrency=min(64, games),
+                                 on_game=lambda game, _: tally.add(game), event=event)
+            outcome.games.sort(key=lambda g: g.index)
+    report = arena_report(outcome, sprt)
+    report["max_plies"] = max_plies
+    report["openings"] = str(openings_path) if openings_path is not None else "random"
+    if pgn_path is not None:
+        report["pgn"] = str(pgn_path)
+    return report
+
+
+def arena_report(outcome: MatchOutcome, sprt: SPRT | None = None) -> dict[str, Any]:
+    """The statistics of a match as plain data (what ``--json`` prints), from A's point of view.
+
+    Trinomial W/D/L numbers; ``pentanomial`` over complete game pairs (None without one); ``sprt``
+    (only when asked) on the pentanomial counts when pairs exist, else on W/D/L.
+    """
+    if not outcome.games:
+        raise ValueError("the match finished no game")
+    stats = match_result(outcome.wins, outcome.draws, outcome.losses)
+    report: dict[str, Any] = {
+        "players": {"a": outcome.player_a, "b": outcome.player_b},
+        "games": stats.games, "wins": stats.wins, "draws": stats.draws, "losses": stats.losses,
+        "score": stats.score, "elo": stats.elo, "elo_low": stats.elo_low, "elo_high": stats.elo_high,
+        "los": stats.los, "pentanomial": None, "terminations": outcome.terminations(),
+        "stopped_early": outcome.stopped_early,
+    }
+    pair_scores = outcome.pair_scores()
+    counts = pentanomial(pair_scores) if pair_scores else None
+    if counts is not None:
+        penta = pentanomial_result(counts)
+        report["pentanomial"] = {"counts": list(penta.counts), "pairs": penta.pairs, "score": penta.score,
+                                 "elo": penta.elo, "elo_low": penta.elo_low, "elo_high": penta.elo_high,
+                                 "los": penta.los}
+    if sprt is not None:
+        status = sprt.status_pentanomial(counts) if counts is not None else sprt.status(stats.wins, stats.draws, stats.losses)
+        report["sprt"] = {"elo0": sprt.elo0, "elo1": sprt.elo1, "alpha": sprt.alpha, "beta": sprt.beta,
+                          "llr": status.llr, "lower": status.lower_bound, "upper": status.upper_bound,
+                          "decision": status.decision}
+    return report
+
+
+def format_arena_report(report: dict[str, Any]) -> str:
+    """The human-readable form of ``arena_report`` (a few lines)."""
+    players = report["players"]
+    stats = match_result(report["wins"], report["draws"], report["losses"])
+    lines = [f"{players['a']} vs {players['b']}: {report['games']} games (W/D/L from {players['a']}'s side)"
+             + (", stopped early" if report["stopped_early"] else ""),
+             f"Games         {stats}"]
+    if report["pentanomial"] is not None:
+        lines.append(f"Pentanomial   {pentanomial_result(report['pentanomial']['counts'])}")
+    if "sprt" in report:
+        sprt = report["sprt"]
+        verdict = {"H1": f"H1 accepted: {players['a']} is stronger by about {sprt['elo1']:g} Elo or more",
+                   "H0": f"H0 accepted: {players['a']} is not stronger by {sprt['elo1']:g} Elo",
+                   None: "no decision yet"}[sprt["decision"]]
+        lines.append(f"SPRT          elo0={sprt['elo0']:g} elo1={sprt['elo1']:g} alpha=beta={sprt['alpha']:g}: "
+                     f"LLR {sprt['llr']:+.2f} (bounds {sprt['lower']:+.2f}, {sprt['upper']:+.2f}), {verdict}")
+    ends = ", ".join(f"{reason} {count}" for reason, count in sorted(report["terminations"].items(), key=lambda kv: -kv[1]))
+    lines.append(f"Terminations  {ends}")
+    if "pgn" in report:
+        lines.append(f"PGN           {report['pgn']}")
+    return "\n".join(lines)

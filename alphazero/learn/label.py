@@ -1,0 +1,267 @@
+"""Labelling positions with a UCI engine, and the resumable CSV the labels go to.
+
+Owns the label file (columns ``COLUMNS``, one row a position, appended) and the ``Labeller``: one
+engine process (``uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS``, the player spec grammar of
+``alphazero.judge.players``) analysing one position at a time. Knows nothing of Ray: ``run_label``
+labels in this process, or hands the positions to a ``runner`` (``workers.label``) that fans them out.
+
+A row, every figure from the side to move in ``fen``:
+
+========== ===============================================================================
+column     content
+========== ===============================================================================
+fen        the position (full FEN)
+score_cp   centipawns; empty when the engine reports a mate
+mate       signed moves to mate (+3: the side to move mates in 3; -2: it is mated in 2); else empty
+best_uci   the engine's best move (first move of its principal variation), always legal
+wdl_win    win / draw / loss per mille (sum 1000) when the engine reports WDL, else empty;
+wdl_draw   ``UCI_ShowWDL`` is turned on when the engine has that option (Stockfish does) and the
+wdl_loss   spec does not set it
+========== ===============================================================================
+
+Resuming: the file is appended to, and a run skips every position whose ``position_key`` is already
+in it. A run killed mid-write leaves at most one unterminated last line; ``prepare_output`` cuts it
+off (the position is labelled again). Rows are written whole, one ``write`` each, flushed per batch.
+
+Labelling is slow: each position costs one engine search (Stockfish 15.1 at depth 12 on one core,
+measured in docs/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import chess
+import chess.engine
+
+from alphazero.errors import InputError
+from alphazero.judge.players import UCIPlayer, parse_uci_spec
+from alphazero.learn.positions import BadInput, position_key, read_fens, unique_fens
+
+COLUMNS = ("fen", "score_cp", "mate", "best_uci", "wdl_win", "wdl_draw", "wdl_loss")
+BATCH = 8  # positions per write (in-process) or per Ray task
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """The result for one position: a row of ``COLUMNS``, or an engine failure (``row`` None)."""
+
+    fen: str
+    row: tuple[str, ...] | None
+    error: str = ""
+
+
+class Labeller:
+    """One UCI engine process; ``label(fens)`` analyses each position to the spec's limit (slow)."""
+
+    def __init__(self, engine_spec: str) -> None:
+        try:
+            self.command, self.options, self.limit = parse_uci_spec(engine_spec)
+        except ValueError as error:
+            raise InputError(f"--engine: {error}") from None
+        self.spec = engine_spec
+        self.player: UCIPlayer | None = None
+        self._start()
+
+    def _start(self) -> None:
+        try:
+            self.player = UCIPlayer(self.command, self.options, self.limit, name=self.spec)
+        except ValueError as error:
+            raise InputError(f"--engine: {error}") from None
+        engine = self.player.engine
+        wanted = {key.lower() for key in self.options}
+        if "UCI_ShowWDL" in engine.options and "uci_showwdl" not in wanted:
+            engine.configure({"UCI_ShowWDL": True})
+
+    def label_one(self, fen: str) -> Labelled:
+        """One position; an engine that dies or errs is restarted and the position reported as failed."""
+        board = chess.Board(fen)
+        player = self.player
+        assert player is not None, "the engine is started in __init__ and after every failure"
+        try:
+            info = player.engine.analyse(board, self.limit)
+            pv = info.get("pv") or []
+            best = pv[0] if pv else player.engine.play(board, self.limit).move
+        except (chess.engine.EngineError, chess.engine.EngineTerminatedError) as error:
+            self.close()
+            self._start()
+            return Labelled(fen, None, f"engine failed ({type(error).__name__}: {error})")
+        if best is None or best not in board.legal_moves:
+            return Labelled(fen, None, f"engine gave no legal best move ({best})")
+        score = info.get("score")
+        cp = mate = ""
+        if score is not None:
+            relative = score.relative
+            if relative.is_mate():
+                mate = str(relative.mate())
+            else:
+                cp = str(relative.score())
+        win = draw = loss = ""
+        wdl = info.get("wdl")
+        if wdl is not None:
+            relative_wdl = wdl.relative
+            win, draw, loss = str(relative_wdl.wins), str(relative_wdl.draws), str(relative_wdl.losses)
+        return Labelled(fen, (fen, cp, mate, best.uci(), win, draw, loss))
+
+    def label(self, fens: Sequence[str]) -> list[Labelled]:
+        return [self.label_one(fen) for fen in fens]
+
+    def close(self) -> None:
+        if self.player is not None:
+            self.player.close()
+            self.player = None
+
+
+# ---- the label file ---------------------------------------------------------------------------
+
+
+def prepare_output(path: str | os.PathLike) -> set[str]:
+    """Make ``path`` ready to append to; returns the ``position_key`` of every row already in it.
+
+    A missing or empty file gets the header. An unterminated last line (a kill mid-write) is cut off.
+    A file with another header, or a row of the wrong width, raises ``InputError`` naming the line:
+    it is not a label file and is left as it is.
+    """
+    path = Path(path)
+    header = ",".join(COLUMNS) + "\n"
+    if not path.exists() or path.stat().st_size == 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", newline="") as handle:
+            handle.write(header)
+        return set()
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1  # 0: even the header was torn
+        with open(path, "r+b") as handle:
+            handle.truncate(keep)
+        data = data[:keep]
+        if keep == 0:
+            path.write_text(header)
+            return set()
+    text = data.decode("utf-8", errors="replace")
+    reader = csv.reader(io.StringIO(text))
+    first = next(reader, None)
+    if first != list(COLUMNS):
+        raise InputError(f"{path}:1: not a label file (header {first!r}, expected {','.join(COLUMNS)}); "
+                         "choose another --out")
+    done: set[str] = set()
+    for row in reader:
+        if len(row) != len(COLUMNS):
+            raise InputError(f"{path}:{reader.line_num}: {len(row)} fields, expected {len(COLUMNS)} ({','.join(COLUMNS)})")
+        done.add(position_key(row[0]))
+    return done
+
+
+def format_rows(rows: Sequence[tuple[str, ...]]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+# ---- progress ---------------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """A one-line bar on ``stream`` when it is a terminal; silent otherwise."""
+
+    def __init__(self, total: int, stream=sys.stderr, label: str = "label") -> None:
+        self.total, self.stream, self.label = total, stream, label
+        self.enabled = stream.isatty()
+        self.done = 0
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def add(self, count: int) -> None:
+        self.done += count
+        now = time.monotonic()
+        if self.enabled and (now - self.last >= 0.2 or self.done >= self.total):
+            self.last = now
+            rate = self.done / max(now - self.start, 1e-9)
+            eta = (self.total - self.done) / rate if rate > 0 else 0.0
+            width = 30
+            filled = int(width * self.done / max(self.total, 1))
+            self.stream.write(f"\r\x1b[2K{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                              f"{rate:.1f} pos/s ETA {int(eta // 60)}:{int(eta % 60):02d}")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+# Labels ``fens`` with ``engine_spec`` and hands each finished batch to ``on_results`` (in any order).
+Runner = Callable[[Sequence[str], str, Callable[[list[Labelled]], None]], None]
+
+
+def label_in_process(fens: Sequence[str], engine_spec: str, on_results: Callable[[list[Labelled]], None]) -> None:
+    """The ``Runner`` without Ray: one engine in this process."""
+    labeller = Labeller(engine_spec)
+    try:
+        for start in range(0, len(fens), BATCH):
+            on_results(labeller.label(fens[start:start + BATCH]))
+    finally:
+        labeller.close()
+
+
+def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLike, limit: int | None = None,
+              runner: Runner | None = None, log: Callable[[str], None] | None = None,
+              progress: bool = False) -> dict:
+    """``alphazero label``: label the distinct positions of ``source`` not yet in ``out``; returns a summary.
+
+    ``limit`` keeps the first ``limit`` distinct positions of the source (so a rerun with the same
+    limit finishes the same set). Bad input lines and engine failures go to ``log`` (default stderr)
+    and are skipped; failed positions are not written, so a rerun tries them again.
+    """
+    log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit must be at least 1, got {limit}")
+    bad: list[BadInput] = []
+
+    def on_bad(item: BadInput) -> None:
+        bad.append(item)
+        log(f"label: {item}; skipped")
+
+    Labeller(engine_spec).close()  # a bad spec or engine fails now, before the input is read
+    done = prepare_output(out)
+    fens = unique_fens(read_fens(source, on_bad), limit)
+    todo = [fen for fen in fens if position_key(fen) not in done]
+    bar = ProgressBar(len(todo)) if progress else None
+    counts = {"labelled": 0, "failed": 0}
+    started = time.perf_counter()
+    with open(out, "a", newline="", encoding="utf-8") as handle:
+
+        def on_results(results: list[Labelled]) -> None:
+            rows = [result.row for result in results if result.row is not None]
+            if rows:
+                handle.write(format_rows(rows))
+                handle.flush()
+            for result in results:
+                if result.row is None:
+                    log(f"label: {result.fen}: {result.error}; skipped")
+            counts["labelled"] += len(rows)
+            counts["failed"] += len(results) - len(rows)
+            if bar is not None:
+                bar.add(len(results))
+
+        try:
+            if todo:
+                (runner or label_in_process)(todo, engine_spec, on_results)
+        finally:
+            if bar is not None:
+                bar.close()
+            handle.flush()
+            os.fsync(handle.fileno())
+    seconds = time.perf_counter() - started
+    return {"out": str(out), "positions": len(fens), "already_labelled": len(fens) - len(todo),
+            "labelled": counts["labelled"], "failed": counts["failed"], "bad_lines": len(bad),
+            "seconds": round(seconds, 2), "positions_per_s": round(counts["labelled"] / seconds, 2) if seconds > 0 else None}

@@ -1,0 +1,62 @@
+"""``alphazero bench``: throughput of encoding, network and search (``alphazero.bench``), or of self-play
+with N actors on a local Ray (``workers.bench``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from alphazero.config import load_config
+from alphazero.errors import InputError
+from commands.options import add_config_args
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="benchmark encoding, network and search (prints figures)")
+    add_config_args(bench, required=False)  # default: configs/default.yaml
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--seconds", type=float, default=None,
+                       help="time per measurement (default 3; 120 per actor count with --selfplay)")
+    bench.add_argument("--threads", type=int, default=1, help="torch threads")
+    bench.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the network runs")
+    bench.add_argument("--selfplay", default="", metavar="N[,M...]",
+                       help="instead: self-play throughput on a local Ray with N (then M...) actors for --seconds each")
+    bench.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from alphazero.bench import default_config_path, run_benchmarks
+
+    config = load_config(args.config or default_config_path(), args.overrides)
+    if args.selfplay:
+        from workers.bench import selfplay_throughput
+
+        counts = _actor_counts(args.selfplay)
+        # Games take minutes each: a window much shorter than two minutes counts too few to mean anything.
+        seconds = args.seconds if args.seconds is not None else 120.0
+        rows = [selfplay_throughput(config, n, seconds=seconds) for n in counts]
+        figures = {"network": f"{config.network.blocks}x{config.network.channels}",
+                   "num_simulations": config.search.num_simulations, "runs": rows}
+        if len(rows) > 1:
+            figures["speedup"] = round(rows[-1]["positions_per_s"] / rows[0]["positions_per_s"], 2)
+        print(json.dumps(figures) if args.json else json.dumps(figures, indent=1))
+        return 0
+    figures = run_benchmarks(config, seconds=args.seconds if args.seconds is not None else 3.0,
+                             threads=args.threads, device=args.device)
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        for key, value in figures.items():
+            print(f"{key:28s} {value}")
+    return 0
+
+
+def _actor_counts(text: str) -> list[int]:
+    """``--selfplay N[,M...]`` as positive actor counts."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise InputError(f"--selfplay needs actor counts N[,M...] (e.g. 1,2), got {text!r}") from None
+    if min(counts) < 1:
+        raise InputError(f"--selfplay actor counts must be positive, got {text!r}")
+    return counts

@@ -1,0 +1,47 @@
+"""``alphazero label``: label positions with a UCI engine (``alphazero.learn.label``); with
+``--workers K`` one engine per Ray actor (``workers.label``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    label = sub.add_parser(
+        "label", help="label positions (run replay, PGN, EPD/FEN lines) with a UCI engine into a resumable CSV",
+        description="Writes fen,score_cp,mate,best_uci,wdl_win,wdl_draw,wdl_loss, scores from the side to move. "
+                    "Appends to --out and skips positions already in it; bad input lines are reported and skipped.")
+    label.add_argument("positions", metavar="POSITIONS",
+                       help="a run directory (its replay games), a .pgn file (every position), a .csv with a fen "
+                            "column, or an EPD / one-FEN-per-line file")
+    label.add_argument("--engine", required=True, metavar="SPEC",
+                       help='uci:COMMAND?Option Name=value&depth=D&nodes=N&movetime=MS, e.g. "uci:/usr/games/stockfish?depth=12"')
+    label.add_argument("--out", required=True, metavar="FILE.csv", help="label file (appended to; created if missing)")
+    label.add_argument("--workers", type=int, default=1, help="K > 1: K engines as actors on a private local Ray")
+    label.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N distinct positions of the input")
+    label.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from alphazero.errors import InputError
+    from alphazero.learn.label import run_label
+
+    if args.workers < 1:
+        raise InputError(f"--workers must be at least 1, got {args.workers}")
+    runner = None
+    if args.workers > 1:
+        import functools
+
+        from workers.label import label_on_ray
+
+        runner = functools.partial(label_on_ray, workers=args.workers)
+    try:
+        summary = run_label(args.positions, args.engine, args.out, limit=args.limit, runner=runner,
+                            progress=sys.stderr.isatty())
+    except KeyboardInterrupt:
+        print(f"alphazero label: interrupted; the rows in {args.out} are kept, the same command continues", file=sys.stderr)
+        return 130
+    print(json.dumps(summary))
+    return 0

@@ -1,0 +1,17 @@
+"""Arguments and help text shared by several subcommands."""
+
+from __future__ import annotations
+
+import argparse
+
+PLAYER_SPECS = ("players: mcts:PATH?sims=N&cpuct=C&algorithm=puct|gumbel | policy:PATH | random | greedy | "
+                "uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D | ab:material?depth=D&movetime=MS&nodes=N "
+                "(PATH: network file or run directory)")
+"""The player spec grammar, the description of every command that takes player specs."""
+
+
+def add_config_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--config FILE`` and the repeatable ``--set SECTION.KEY=VALUE``."""
+    parser.add_argument("--config", required=required, help="YAML run config (configs/*.yaml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one config value, e.g. --set search.num_simulations=64 (repeatable)")

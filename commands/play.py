@@ -1,0 +1,25 @@
+"""``alphazero play``: a person plays a network in the terminal (``alphazero.judge.play``)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    play = sub.add_parser("play", help="play a network in the terminal (moves in SAN or UCI on standard input)")
+    play.add_argument("--checkpoint", required=True, help="network file, or run directory (its best network)")
+    play.add_argument("--color", choices=["white", "black"], default="white", help="your colour")
+    play.add_argument("--sims", type=int, default=100, help="the network's simulations per move")
+    play.add_argument("--pgn", default=None, metavar="OUT", help="where the game is saved (default game-YYYYmmdd-HHMMSS.pgn)")
+    play.add_argument("--unicode", action="store_true", help="draw pieces as unicode symbols")
+    play.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import chess
+
+    from alphazero.judge.play import play_human
+
+    play_human(args.checkpoint, chess.WHITE if args.color == "white" else chess.BLACK, sims=args.sims,
+               pgn_path=args.pgn, unicode=args.unicode)
+    return 0

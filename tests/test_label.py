@@ -1,0 +1,141 @@
+"""`alphazero label`: positions from EPD, PGN and a run's replay, labelled by Stockfish, resumable."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import chess
+import pytest
+
+from alphazero.board import encoding
+from alphazero.learn.label import COLUMNS, prepare_output
+from alphazero.learn.positions import read_fens
+from commands.main import main
+
+STOCKFISH = "uci:/usr/games/stockfish?depth=6"
+AFTER_E4 = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1"
+MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"
+ITALIAN_EPD = 'r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - id "italian";'
+EPD_LINES = [AFTER_E4, MATE_IN_ONE, "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBN w KQkq - 0 1",  # 7 squares on rank 1
+             ITALIAN_EPD, AFTER_E4.replace(" 0 1", " 3 7")]  # the same position as line 1
+
+pytestmark = pytest.mark.engine
+
+
+def read_rows(path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def label(capsys, *args: str) -> tuple[int, dict | None, str]:
+    code = main(["label", *args])
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    return code, (json.loads(lines[-1]) if code == 0 else None), captured.err
+
+
+def test_label_epd_rows_bad_line_and_resume(tmp_path, capsys) -> None:
+    positions = tmp_path / "positions.epd"
+    positions.write_text("\n".join(EPD_LINES) + "\n")
+    out = tmp_path / "labels.csv"
+    code, summary, err = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    assert code == 0
+    assert f"{positions}:3:" in err and "illegal" in err  # named by file and line, and skipped
+    assert summary["labelled"] == 3 and summary["bad_lines"] == 1 and summary["positions"] == 3
+    assert out.read_text().splitlines()[0] == ",".join(COLUMNS)
+    rows = read_rows(out)
+    assert [row["fen"].split()[:4] for row in rows] == [line.split()[:4] for line in (AFTER_E4, MATE_IN_ONE, ITALIAN_EPD)]
+    for row in rows:
+        board = chess.Board(row["fen"])
+        assert chess.Move.from_uci(row["best_uci"]) in board.legal_moves
+        assert bool(row["score_cp"]) != bool(row["mate"])  # exactly one score
+        assert sum(int(row[key]) for key in ("wdl_win", "wdl_draw", "wdl_loss")) == 1000  # Stockfish's UCI_ShowWDL
+    mate = rows[1]
+    assert (mate["best_uci"], mate["mate"], mate["score_cp"], mate["wdl_win"]) == ("a1a8", "1", "", "1000")
+    assert abs(int(rows[0]["score_cp"])) < 150  # 1. e4 is about level, from Black's side
+
+    before = out.read_text()
+    code, summary, _ = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    assert code == 0 and summary["labelled"] == 0 and summary["already_labelled"] == 3
+    assert out.read_text() == before
+
+    # A kill in the middle of the last row: the torn row is cut off and labelled again.
+    out.write_text(before[: before.rindex("\n", 0, len(before) - 1) + 12])
+    code, summary, _ = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    assert code == 0 and summary["labelled"] == 1 and summary["already_labelled"] == 2
+    assert [row["fen"] for row in read_rows(out)] == [row["fen"] for row in rows]
+
+
+def test_label_pgn_every_position_once_and_limit(tmp_path, capsys) -> None:
+    pgn = tmp_path / "games.pgn"
+    pgn.write_text('[Event "a"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1-0\n\n'
+                   '[Event "bad"]\n[Result "*"]\n\n1. e4 e5 2. Ke3 *\n\n'
+                   '[Event "c"]\n[Result "1/2-1/2"]\n\n1. d4 d5 2. c4 1/2-1/2\n')
+    out = tmp_path / "labels.csv"
+    code, summary, err = label(capsys, str(pgn), "--engine", STOCKFISH, "--out", str(out), "--limit", "5")
+    assert code == 0 and summary["labelled"] == 5 and err == ""  # reading stopped before the bad game
+    code, summary, err = label(capsys, str(pgn), "--engine", STOCKFISH, "--out", str(out))
+    assert f"{pgn}:9:" in err and "line 6" in err and "Ke3" in err
+    # Game a: the 7 positions before its moves (its mate has nothing to label); game c: 3 new (start repeats).
+    assert code == 0 and summary["positions"] == 10 and summary["labelled"] == 5 and summary["already_labelled"] == 5
+    fens = [row["fen"] for row in read_rows(out)]
+    assert len({" ".join(fen.split()[:4]) for fen in fens}) == 10
+    assert fens[0] == chess.STARTING_FEN
+
+
+def test_replay_positions_are_every_position_of_the_games(tmp_path) -> None:
+    """A run directory's positions come from its games' PGNs: a superset of the positions the shards trained on."""
+    from alphazero.config import SelfPlayConfig
+    from alphazero.learn.replay import read_shard, write_shard
+    from alphazero.nets.evaluator import UniformEvaluator
+    from alphazero.search.mcts import SearchConfig
+    from alphazero.search.selfplay import SelfPlayer
+
+    player = SelfPlayer(UniformEvaluator(), SearchConfig(num_simulations=4),
+                        SelfPlayConfig(games_per_worker=2, max_plies=16, random_opening_plies=2), seed=3)
+    shard_path = tmp_path / "run" / "replay" / "shard-00000000.npz"
+    shard_path.parent.mkdir(parents=True)
+    write_shard(shard_path, player.play(2))
+    bad: list = []
+    fens = list(read_fens(tmp_path / "run", bad.append))
+    assert bad == []
+    packed = {row.tobytes() for row in encoding.encode_packed(chess.Board(fen) for fen in fens)}
+    shard = read_shard(shard_path)
+    assert all(row.tobytes() in packed for row in shard.planes)
+    assert len(fens) >= shard.num_positions
+
+
+def test_a_foreign_output_file_is_refused(tmp_path, capsys) -> None:
+    out = tmp_path / "notes.csv"
+    out.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a label file"):
+        prepare_output(out)
+    positions = tmp_path / "p.epd"
+    positions.write_text(MATE_IN_ONE + "\n")
+    code, _, err = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    assert code == 2 and "notes.csv:1" in err and len(err.strip().splitlines()) == 1
+    assert out.read_text() == "a,b\n1,2\n"
+
+
+def test_a_bad_engine_exits_2(tmp_path, capsys) -> None:
+    positions = tmp_path / "p.epd"
+    positions.write_text(MATE_IN_ONE + "\n")
+    code, _, err = label(capsys, str(positions), "--engine", "uci:/no/such/engine?depth=3", "--out", str(tmp_path / "o.csv"))
+    assert code == 2 and "/no/such/engine" in err
+    code, _, err = label(capsys, str(positions), "--engine", "uci:/usr/games/stockfish?Hashh=16", "--out", str(tmp_path / "o.csv"))
+    assert code == 2 and "Hashh" in err
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # a private Ray and two engine actors: 33 s measured on a busy two-core machine
+def test_label_on_ray_workers(tmp_path, capsys) -> None:
+    positions = tmp_path / "positions.epd"
+    positions.write_text("\n".join(EPD_LINES) + "\n")
+    out = tmp_path / "labels.csv"
+    code, summary, _ = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out), "--workers", "2")
+    assert code == 0 and summary["labelled"] == 3
+    rows = read_rows(out)
+    assert sorted(row["fen"].split()[:4] for row in rows) == sorted(
+        line.split()[:4] for line in (AFTER_E4, MATE_IN_ONE, ITALIAN_EPD))
+    assert {row["best_uci"] for row in rows if row["mate"]} == {"a1a8"}
