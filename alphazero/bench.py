@@ -20,7 +20,8 @@ from alphazero.board import encoding
 from alphazero.config import RunConfig
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.network import PolicyValueNet
-from alphazero.search.mcts import MCTS, GameTree
+from alphazero.search.compiled_bench import search_overhead_us_per_sim
+from alphazero.search.compiled_mcts import build_search
 
 
 def default_config_path() -> Path | None:
@@ -69,13 +70,15 @@ def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, se
 
 def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: int, seed: int = 0,
                  device: str = "cpu") -> float:
-    """Simulations per second searching ``num_games`` self-play games together for ``moves`` moves."""
+    """New simulations per second searching ``num_games`` self-play games together for ``moves`` moves
+    with the configured search (``search.engine``: compiled or Python); visits a reused subtree
+    brought along are not counted."""
     evaluator = NetworkEvaluator(net, device=device)
-    mcts = MCTS(evaluator, config.search)
+    mcts, new_tree = build_search(evaluator, config.search)
     starts = sample_positions(num_games, seed=seed + 1)
-    trees = [GameTree(board, seed=i) for i, board in enumerate(starts)]
-    mcts.search(trees[:1], add_noise=True, num_simulations=8)  # warm-up
-    trees = [GameTree(board, seed=i) for i, board in enumerate(starts)]
+    trees = [new_tree(board, i) for i, board in enumerate(starts)]
+    mcts.search(trees[:1], add_noise=True, num_simulations=8)  # warm-up (and the compiled search's cache)
+    trees = [new_tree(board, i) for i, board in enumerate(starts)]
     simulations = 0
     start = time.perf_counter()
     for _ in range(moves):
@@ -84,7 +87,7 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
             break
         results = mcts.search(trees, add_noise=True, temperature=1.0)
         for tree, result in zip(trees, results):
-            simulations += int(result.visit_counts.sum()) if len(result.moves) > 1 else 0
+            simulations += config.search.num_simulations if len(result.moves) > 1 else 0
             tree.advance(result.move, reuse=config.search.reuse_tree)
     return simulations / (time.perf_counter() - start)
 
@@ -107,9 +110,12 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     sims = config.search.num_simulations
     # The configured search above; the other algorithm (gumbel or puct) beside it.
     other = "gumbel" if config.search.algorithm == "puct" else "puct"
-    other_config = replace(config, search=replace(config.search, algorithm=other))
+    other_config = replace(config, search=replace(config.search, algorithm=other, engine="auto"))
+    python_config = replace(config, search=replace(config.search, engine="python"))
+    batched_moves = max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker))
     return {
         "search_algorithm": config.search.algorithm,
+        "search_engine": config.search.engine,
         "threads": threads,
         "network": f"{config.network.blocks}x{config.network.channels}",
         "selfplay_batch": batch,
@@ -118,8 +124,10 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "net_batch1_per_s": round(bench_network(net, boards, 1, seconds, device)),
         "net_batched_per_s": round(bench_network(net, boards, batch, seconds, device)),
         "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)), device=device)),
-        "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)), device=device)),
-        "search_batched_sims_per_s_" + other: round(bench_search(net, other_config, config.selfplay.games_per_worker, moves=max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker)), device=device)),
+        "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
+        "search_batched_sims_per_s_python": round(bench_search(net, python_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
+        "search_batched_sims_per_s_" + other: round(bench_search(net, other_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
+        "search_overhead_us_per_sim": search_overhead_us_per_sim(seconds),
         **bench_alphabeta(),
         "device": device,
         "torch": torch.__version__,

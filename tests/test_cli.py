@@ -22,9 +22,10 @@ def test_bench_json_has_every_figure(capsys) -> None:
     assert main(["bench", "--json", "--seconds", "0.05", *TINY]) == 0
     figures = json.loads(capsys.readouterr().out)
     for key in ("encode_per_s", "net_batch1_per_s", "net_batched_per_s", "search_batch1_sims_per_s",
-                "search_batched_sims_per_s", "search_batched_sims_per_s_gumbel", "perft_nodes_per_s", "ab_nodes_per_s"):
+                "search_batched_sims_per_s", "search_batched_sims_per_s_python", "search_batched_sims_per_s_gumbel",
+                "search_overhead_us_per_sim", "perft_nodes_per_s", "ab_nodes_per_s"):
         assert figures[key] > 0, key
-    assert figures["selfplay_batch"] == 4 and figures["threads"] == 1
+    assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_engine"] == "auto"
 
 
 def test_bad_config_key_exits_2_naming_it(capsys) -> None:

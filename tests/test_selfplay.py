@@ -414,3 +414,29 @@ def test_games_in_flight_survive_a_restart_through_the_file(tmp_path) -> None:
 def _moves(pgn: str) -> list[chess.Move]:
     game = chess.pgn.read_game(io.StringIO(pgn))
     return list(game.mainline_moves())
+
+
+@pytest.mark.parametrize("selfplay", [
+    {},
+    {"full_search_fraction": 0.5, "fast_simulations": 4, "resign_threshold": -0.05, "resign_moves": 1,
+     "resign_playout_fraction": 0.5},
+])
+def test_compiled_and_python_searches_play_the_same_games(selfplay: dict) -> None:
+    """``search.engine`` changes the speed of self-play, not its games: the same seed gives the same
+    records (moves, targets, planes, values) with the compiled search as with the Python one."""
+    torch.manual_seed(3)
+    net = PolicyValueNet(TINY)
+    records = {}
+    for engine in ("python", "compiled"):
+        search = SearchConfig(num_simulations=12, engine=engine)
+        config = SelfPlayConfig(**{"games_per_worker": 3, "max_plies": 40, "temperature_plies": 6,
+                                   "random_opening_plies": 2, **selfplay})
+        player = SelfPlayer(NetworkEvaluator(net), search, config, seed=11)
+        assert type(player.mcts).__name__ == ("CompiledMCTS" if engine == "compiled" else "MCTS")
+        records[engine] = player.play(min_games=4)
+    assert len(records["python"]) == len(records["compiled"]) >= 4
+    for a, b in zip(records["python"], records["compiled"]):
+        assert a.pgn == b.pgn and a.result == b.result and a.termination == b.termination
+        for name in ("planes", "policy_offsets", "policy_actions", "policy_counts", "z"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        assert np.allclose(a.root_values.astype(np.float32), b.root_values.astype(np.float32), atol=1e-3)

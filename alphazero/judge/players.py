@@ -34,7 +34,8 @@ import numpy as np
 from alphazero.errors import InputError, UserError
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.network import PolicyValueNet, load_network
-from alphazero.search.mcts import MCTS, GameTree, SearchConfig
+from alphazero.search.compiled_mcts import build_search
+from alphazero.search.mcts import SearchConfig
 
 PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
 
@@ -126,12 +127,12 @@ class MCTSPlayer:
     def __init__(self, net: PolicyValueNet, search: SearchConfig, name: str = "mcts", device: str = "cpu") -> None:
         self.name = name
         self.evaluator = NetworkEvaluator(net, device=device)
-        self.mcts = MCTS(self.evaluator, search)
+        self.mcts, self._new_tree = build_search(self.evaluator, search)
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
         if not boards:
             return []
-        trees = [GameTree(board, seed=0) for board in boards]
+        trees = [self._new_tree(board, 0) for board in boards]
         return [result.move for result in self.mcts.search(trees, add_noise=False, temperature=0.0)]
 
     def close(self) -> None:

@@ -21,12 +21,13 @@ from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH, RESIGNATION, result_string, terminal_status
 from alphazero.config import SelfPlayConfig
 from alphazero.learn.replay import GameRecord
-from alphazero.search.mcts import MCTS, Evaluator, GameTree, SearchConfig
+from alphazero.search.compiled_mcts import CompiledGameTree, build_search
+from alphazero.search.mcts import Evaluator, GameTree, SearchConfig
 
 
 @dataclass
 class _GameInProgress:
-    tree: GameTree
+    tree: GameTree | CompiledGameTree
     start_fen: str
     opening_plies: int
     features: list
@@ -70,7 +71,7 @@ class SelfPlayer:
         network_version: int = 0,
         start_fen_fn: Callable[[np.random.Generator], str] | None = None,
     ) -> None:
-        self.mcts = MCTS(evaluator, search)
+        self.mcts, self._new_tree = build_search(evaluator, search)
         self.search_config = search
         self.config = selfplay
         self.rng = np.random.default_rng(seed)
@@ -102,7 +103,7 @@ class SelfPlayer:
                 break
         resigning = self.config.resign_threshold > -1.0
         return _GameInProgress(
-            tree=GameTree(board, tree_rng), start_fen=start_fen, opening_plies=opening,
+            tree=self._new_tree(board, tree_rng), start_fen=start_fen, opening_plies=opening,
             features=[], actions=[], counts=[], root_values=[], movers=[],
             network_version=self.network_version,
             may_resign=resigning and self.rng.random() >= self.config.resign_playout_fraction,
@@ -205,7 +206,7 @@ class SelfPlayer:
             if len(features) != len(snap["recorded_plies"]) or len(actions) != len(features):
                 raise ValueError("a game in flight does not replay to its recorded positions")
             restored.append(_GameInProgress(
-                tree=GameTree(board, np.random.default_rng(int(self.rng.integers(2**63)))),
+                tree=self._new_tree(board, np.random.default_rng(int(self.rng.integers(2**63)))),
                 start_fen=snap["start_fen"], opening_plies=snap["opening_plies"], features=features,
                 actions=actions, counts=counts, root_values=list(snap["root_values"]), movers=movers,
                 network_version=snap["network_version"], recorded_plies=list(snap["recorded_plies"]),
