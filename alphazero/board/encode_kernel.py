@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from alphazero.board import encoding
-from alphazero.board.bits import lsb, popcount
+from alphazero.board.bits import popcount
 from alphazero.board.kernel import (
     BISHOP,
     BLACK,
@@ -36,15 +36,11 @@ from alphazero.board.kernel import (
     CASTLE_BQ,
     CASTLE_WK,
     CASTLE_WQ,
-    KING,
-    KING_ATTACKS,
     KNIGHT,
-    KNIGHT_ATTACKS,
     NO_SQUARE,
     OCC_BLACK,
     OCC_WHITE,
     PAWN,
-    PAWN_ATTACKS,
     QUEEN,
     ROOK,
     ST_CASTLING,
@@ -52,9 +48,8 @@ from alphazero.board.kernel import (
     ST_FULLMOVE,
     ST_SIDE,
     WHITE,
-    bishop_attacks,
-    rook_attacks,
 )
+from alphazero.board.move_order import attacks_through
 
 NUM_PLANES = encoding.NUM_PLANES
 NUM_ACTIONS = encoding.NUM_ACTIONS
@@ -66,33 +61,7 @@ _ONE = np.uint64(1)
 @njit(cache=True)
 def attacked_squares(bb, colour):
     """Every square ``colour`` attacks (``board.is_attacked_by``), own pieces' squares included."""
-    occupied = bb[OCC_WHITE] | bb[OCC_BLACK]
-    base = 6 * colour
-    attacks = np.uint64(0)
-    pieces = bb[base + PAWN]
-    while pieces:
-        square = lsb(pieces)
-        pieces &= pieces - _ONE
-        attacks |= PAWN_ATTACKS[colour, square]
-    pieces = bb[base + KNIGHT]
-    while pieces:
-        square = lsb(pieces)
-        pieces &= pieces - _ONE
-        attacks |= KNIGHT_ATTACKS[square]
-    pieces = bb[base + BISHOP] | bb[base + QUEEN]
-    while pieces:
-        square = lsb(pieces)
-        pieces &= pieces - _ONE
-        attacks |= bishop_attacks(square, occupied)
-    pieces = bb[base + ROOK] | bb[base + QUEEN]
-    while pieces:
-        square = lsb(pieces)
-        pieces &= pieces - _ONE
-        attacks |= rook_attacks(square, occupied)
-    king = bb[base + KING]
-    if king:
-        attacks |= KING_ATTACKS[lsb(king)]
-    return attacks
+    return attacks_through(bb, colour, bb[OCC_WHITE] | bb[OCC_BLACK])
 
 
 @njit(cache=True)
