@@ -13,7 +13,7 @@ from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
 from alphazero.config import TrainConfig
 from alphazero.learn.replay import GameRecord, write_shard
-from alphazero.learn.train import Learner, compute_loss
+from alphazero.learn.train import Learner, compute_loss, value_targets
 from alphazero.nets.network import (
     NetworkConfig,
     PolicyValueNet,
@@ -315,3 +315,15 @@ def test_damaged_state_file_raises_value_error_naming_it(tmp_path, damage):
     with pytest.raises(ValueError) as error:
         Learner(TINY, _config(), seed=1).load_state_dict(safe_torch_load(path), str(path))
     assert str(path) in str(error.value)
+
+
+def test_unfinished_games_take_the_search_value_as_their_target():
+    z = np.array([1.0, 0.0, -1.0], dtype=np.float32)
+    q = np.array([0.2, 0.6, -0.4], dtype=np.float32)
+    known = np.array([True, False, True])
+    target, weight = value_targets(z, q, known, _config(q_weight=0.5, value_from_unfinished=True))
+    assert weight is None
+    assert target == pytest.approx([0.6, 0.6, -0.7])  # finished: mixed; stopped at the cap: q alone
+    target, weight = value_targets(z, q, known, _config(q_weight=0.5, value_from_unfinished=False))
+    assert target[[0, 2]] == pytest.approx([0.6, -0.7])
+    assert weight.tolist() == [1.0, 0.0, 1.0]  # the stopped game trains the policy only

@@ -20,7 +20,7 @@ from alphazero.board import encoding
 from alphazero.checkpoint import RunDirectory
 from alphazero.errors import RunStateError
 from alphazero.learn.replay import ReplayWindow, read_shard, shard_paths
-from alphazero.learn.train import Learner, compute_loss
+from alphazero.learn.train import Learner, compute_loss, value_targets
 
 _DIFF_BYTE = len(encoding.BIT_PLANES) * 8 + encoding.CONSTANT_PLANES.index(15)  # material difference + 128
 
@@ -60,9 +60,10 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
     held = ReplayWindow(10**9)
     for index, shard in enumerate(shards):
         (held if index in held_out else learner.window).add(shard)
-    planes, pi, z, _, known = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
-    weight = None if config.train.value_from_unfinished else torch.from_numpy(known.astype(np.float32))
-    target_variance = float((z[known] ** 2).mean()) if weight is not None else float((z**2).mean())
+    planes, pi, z, q, known = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
+    z, weight = value_targets(z, q, known, config.train)
+    counted = z[known] if weight is not None else z
+    target_variance = float(counted.var()) if counted.size else float("nan")
     rows = []
     for _ in range(rounds):
         stats = learner.train(steps)

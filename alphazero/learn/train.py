@@ -5,9 +5,10 @@ loss = (z - v)^2 + cross_entropy(pi, p) + L2, with L2 applied as SGD weight deca
 with ``train.optimizer = adamw`` the decay is decoupled from the gradient, as AdamW defines it).
 With ``train.q_weight = w > 0`` the value target is ``(1 - w) * z + w * q``, q being the root search
 value stored with each position, so games drawn by the length limit still teach the value head what
-the search saw (0 by default: pure AlphaZero). With ``train.value_from_unfinished = false`` the
-positions of games stopped at ``selfplay.max_plies`` (a length limit, not a result) train the
-policy only: counting them as draws buries the few decisive games of early self-play under zeros.
+the search saw. Games stopped at ``selfplay.max_plies`` have no result (a length limit is not a
+draw): with ``train.value_from_unfinished = false`` their positions train the policy only; with
+``true`` their value target is the root search value q alone, the best estimate of a result that was
+never played out (counting them as draws buries the few decisive games of early self-play under zeros).
 
 ``Learner`` owns the network being trained, its optimizer and schedule, the replay window and the
 random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through safe formats.
@@ -60,6 +61,18 @@ def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z:
         value_loss = (value_weight * (value - z) ** 2).sum() / value_weight.sum().clamp(min=1.0)
     policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
     return value_loss + policy_loss, value_loss, policy_loss
+
+
+def value_targets(z: np.ndarray, q: np.ndarray, known: np.ndarray,
+                  config: TrainConfig) -> tuple[np.ndarray, torch.Tensor | None]:
+    """The value head's target and per-position loss weight (None: all count) for a sampled batch.
+
+    Finished games: ``(1 - q_weight) * z + q_weight * q``. Games stopped at the length limit: weight 0
+    (``value_from_unfinished = false``) or the root search value q alone (``true``)."""
+    target = ((1.0 - config.q_weight) * z + config.q_weight * q).astype(np.float32)
+    if not config.value_from_unfinished:
+        return target, torch.from_numpy(known.astype(np.float32))
+    return np.where(known, target, q).astype(np.float32), None
 
 
 def make_optimizer(net: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
@@ -119,14 +132,12 @@ class Learner:
             for group in self.optimizer.param_groups:
                 group["lr"] = rate
             planes, pi, z, q, known = self.window.sample(self.config.batch_size, self.rng)
-            if self.config.q_weight > 0:  # value target mixing (z + q) as in "Lessons from AlphaZero"
-                z = (1.0 - self.config.q_weight) * z + self.config.q_weight * q
-            weight = None
-            if not self.config.value_from_unfinished:
-                weight = torch.from_numpy(known.astype(np.float32)).to(self.device)
+            target, weight = value_targets(z, q, known, self.config)
             planes_t = torch.from_numpy(planes).to(self.device)
             pi_t = torch.from_numpy(pi).to(self.device)
-            z_t = torch.from_numpy(z).to(self.device)
+            z_t = torch.from_numpy(target).to(self.device)
+            if weight is not None:
+                weight = weight.to(self.device)
             loss, value_loss, policy_loss = compute_loss(self.net, planes_t, pi_t, z_t, weight)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
