@@ -231,9 +231,10 @@ def load_nnue(path: str | os.PathLike) -> FloatNNUE:
     if not path.is_file():
         raise InputError(f"{where}: not a file")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                raise InputError(f"{where}: not an NNUE file (a single .npy array, not an .npz)")
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise InputError(f"{where}: not an NNUE file (a single .npy array, not an .npz)")
+        with data:
             if "meta" not in data.files:
                 raise InputError(f"{where}: not an NNUE file (a zip archive without NNUE meta; "
                                  "a policy/value network?)")
