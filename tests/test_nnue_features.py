@@ -103,6 +103,10 @@ def test_batch_matches_reference_from_fens_and_boards():
         stm, nstm = batch.position(i)
         assert (stm.tolist(), nstm.tolist()) == reference_features(board, fs), board.fen()
     assert len(batch_features([], fs)) == 0
+    short = ["4k3/8/8/8/8/8/4P3/4K3", "4k3/8/8/8/8/8/4P3/4K3 b", "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6"]
+    batch = batch_features(short, fs)  # FEN fields python-chess lets one leave out
+    for i, fen in enumerate(short):
+        assert tuple(part.tolist() for part in batch.position(i)) == reference_features(chess.Board(fen), fs), fen
 
 
 @pytest.mark.parametrize("spec", [EVERYTHING, "ka"])
