@@ -1,0 +1,49 @@
+"""`alphazero tournament` (``alphazero.judge.tournament``): a round robin on one Elo scale, resumable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from alphazero.fileio import read_jsonl
+from commands.main import main
+
+# Fast players with a known order: material search at depth 2 >> one-ply captures >> random moves.
+PLAYERS = ["random", "greedy", "ab:material?depth=2"]
+
+
+def test_round_robin_orders_the_players_and_resumes_from_its_file(tmp_path, capsys):
+    out = tmp_path / "t.jsonl"
+    assert main(["tournament", *PLAYERS, "--games", "10", "--max-plies", "160", "--out", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    ratings = result["ratings"]
+    assert ratings["random"]["elo"] == 0.0  # the first player is the anchor
+    assert ratings["ab:material?depth=2"]["elo"] > ratings["greedy"]["elo"] > ratings["random"]["elo"] + 100
+    assert all(r["elo_low"] <= r["elo"] <= r["elo_high"] and r["games"] == 20 for r in ratings.values())
+    records = read_jsonl(out)
+    assert [(r["a"], r["b"]) for r in records] == [(PLAYERS[0], PLAYERS[1]), (PLAYERS[0], PLAYERS[2]),
+                                                     (PLAYERS[1], PLAYERS[2])]
+    assert all(r["wins"] + r["draws"] + r["losses"] == 10 for r in records)
+
+    # A rerun with the same file plays nothing new and fits the same ratings.
+    records[2]["wins"], records[2]["losses"] = records[2]["losses"], records[2]["wins"]  # tamper: proves it is read
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["tournament", *PLAYERS, "--games", "10", "--out", str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert len(read_jsonl(out)) == 3
+    assert again["matches"][2]["wins"] == records[2]["wins"]
+    assert again["ratings"]["greedy"]["elo"] != pytest.approx(ratings["greedy"]["elo"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["random", "--games", "2"], "at least two different"),
+    (["random", "random", "--games", "2"], "at least two different"),
+    (["random", "greedy", "--games", "2", "--anchor", "ab:material"], "not one of the players"),
+    (["random", "greedy", "--games", "3"], "even"),
+    (["random", "nonsense:x", "--games", "2"], "nonsense"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    assert main(["tournament", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
