@@ -3,8 +3,12 @@
 Owns the fixed positions and the figures ``alphazero bench --json`` reports for them:
 ``perft_nodes_per_s`` (leaves per second of a perft, bulk counted: the last ply's moves are counted,
 not played), ``ab_nodes_per_s`` (``ab:material`` searching ``MIDDLEGAMES`` to a fixed depth, each
-from an empty table), ``nodes_to_depth`` (the same search's node count, how pruning is judged) and
-``startup_seconds`` (a fresh interpreter's import plus first call, compiling or loading the cache).
+from an empty table), ``nodes_to_depth`` (the same search's node count, how pruning is judged),
+``ab_nnue_nodes_per_s`` (the same positions searched with the default NNUE, ``DEFAULT_NNUE``: features
+``all``, arch perspective, L1 256, crelu, quantised; random weights of that shape unless a file is
+given, since the rate depends on the shape, not on what the weights learnt; a node budget per
+position rather than a depth, as a random net's tree has no typical size) and ``startup_seconds``
+(a fresh interpreter's import plus first call, compiling or loading the cache).
 
 Rates are per CPU second of this (single-threaded) process, ``time.process_time``: one core's
 figure, which a busy machine sharing its cores does not halve as it halves a wall-clock rate.
@@ -19,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import chess
 
@@ -37,6 +42,7 @@ MIDDLEGAMES = [
     "r4rk1/1pp1qppp/p1np1n2/2b1p1B1/2B1P1b1/P1NP1N2/1PP1QPPP/R4RK1 w - - 0 10",
 ]
 KIWIPETE = MIDDLEGAMES[8]
+DEFAULT_NNUE: dict[str, Any] = {"features": "all", "arch": "perspective", "l1": 256, "activation": "crelu"}
 
 
 def perft_nodes_per_s(fen: str = chess.STARTING_FEN, depth: int = 5, bulk: bool = True) -> float:
@@ -80,6 +86,25 @@ def nodes_to_depth(depth: int = 8, null_move: bool = True, lmr: bool = True) -> 
             "moves": moves}
 
 
+def ab_nnue_nodes_per_s(nodes: int = 200_000, path: str | None = None) -> float:
+    """Search nodes per second of alpha-beta with an NNUE (``path``, else ``DEFAULT_NNUE`` with random
+    weights) over ``MIDDLEGAMES``, ``nodes`` a position, each from an empty table."""
+    from alphazero.nets.nnue_file import load_nnue, quantise, random_nnue
+    from alphazero.search.alphabeta import AlphaBeta
+
+    net = load_nnue(path) if path else random_nnue(**DEFAULT_NNUE)
+    search = AlphaBeta(quantise(net))
+    search.search(chess.Board(), depth=2)  # compile or load the cache outside the timing
+    total, seconds = 0, 0.0
+    for fen in MIDDLEGAMES:
+        search.clear()
+        started = time.process_time()
+        _, info = search.search(chess.Board(fen), nodes=nodes)
+        seconds += time.process_time() - started
+        total += info.nodes
+    return total / seconds
+
+
 _FIRST_CALL = ("import time; w, c = time.perf_counter(), time.process_time(); import chess; "
                "from alphazero.search.alphabeta import AlphaBeta; "
                "AlphaBeta().search(chess.Board(), depth=3); "
@@ -108,6 +133,7 @@ def main() -> None:
         "perft_nodes_per_s": round(perft_nodes_per_s()),
         "perft_full_nodes_per_s": round(perft_nodes_per_s(KIWIPETE, 4, bulk=False)),
         "ab_nodes_per_s": round(ab_nodes_per_s()),
+        "ab_nnue_nodes_per_s": round(ab_nnue_nodes_per_s()),
         "startup_seconds": startup_seconds(),
     }
     print(json.dumps(report))

@@ -1,7 +1,10 @@
 """The ``ab:`` player: alpha-beta on the compiled board, made from a spec string.
 
 Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB`` (``alphazero.judge.players.make_player``
-hands it here) and the player that answers ``choose_moves``. Knows nothing of torch, so it does not
+hands it here) and the player that answers ``choose_moves``. ``EVAL`` is an evaluation name
+(``material``) or else the path of an NNUE file (what ``alphazero nnue train --out`` wrote, whatever
+its name), searched with the quantised network; a missing file or a file of another kind (a
+policy/value ``.pt``) is an ``InputError`` naming the spec. Knows nothing of torch, so it does not
 import ``alphazero.judge.players`` (which does); it satisfies that module's ``Player`` protocol.
 
 Limits combine: the search stops at whichever of depth, nodes or move time comes first. With none
@@ -11,11 +14,13 @@ one core; the transposition table is kept from move to move (entries age, see ``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import chess
 
 from alphazero.errors import InputError
+from alphazero.nets.nnue_file import QuantisedNNUE, load_nnue, quantise
 from alphazero.search.alphabeta import MAX_PLY, AlphaBeta, SearchInfo
 from alphazero.search.evals import EVALS
 
@@ -27,12 +32,13 @@ class ABPlayer:
     """An alpha-beta searcher as a player; ``last_info()`` reports its last search."""
 
     def __init__(self, eval_name: str = "material", depth: int | None = None, movetime_ms: float | None = None,
-                 nodes: int | None = None, hash_mb: float = 16, name: str | None = None) -> None:
+                 nodes: int | None = None, hash_mb: float = 16, name: str | None = None,
+                 nnue: QuantisedNNUE | None = None) -> None:
         self.name = name or f"ab:{eval_name}"
         if depth is None and movetime_ms is None and nodes is None:
             movetime_ms = DEFAULT_MOVETIME_MS
         self.depth, self.movetime_ms, self.nodes = depth, movetime_ms, nodes
-        self.search = AlphaBeta(eval_name, tt_mb=hash_mb)
+        self.search = AlphaBeta(nnue if nnue is not None else eval_name, tt_mb=hash_mb)
         self._last = SearchInfo()
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
@@ -52,16 +58,18 @@ class ABPlayer:
 
 
 def parse_ab_spec(spec: str) -> dict:
-    """``ab:EVAL?key=value&...`` as ``ABPlayer`` keyword arguments; ``InputError`` names the fault."""
+    """``ab:EVAL?key=value&...`` as ``ABPlayer`` keyword arguments; ``InputError`` names the fault.
+
+    ``eval_name`` is the name or path as written; ``nnue`` the quantised network loaded from that
+    path (None for a named evaluation)."""
     kind, _, rest = spec.strip().partition(":")
     if kind.lower() != "ab":
         raise InputError(f"player spec {spec!r}: not an ab: spec")
     eval_name, _, query = rest.partition("?")
     eval_name = eval_name.strip()
     if not eval_name:
-        raise InputError(f"player spec {spec!r}: missing evaluation (ab:EVAL, known: {', '.join(EVALS)})")
-    if eval_name not in EVALS:
-        raise InputError(f"player spec {spec!r}: unknown evaluation {eval_name!r} (known: {', '.join(EVALS)})")
+        raise InputError(f"player spec {spec!r}: missing evaluation (ab:EVAL, EVAL one of {', '.join(EVALS)} "
+                         "or an NNUE file)")
     values: dict[str, float | int] = {}
     for part in filter(None, query.split("&")):
         key, equals, text = part.partition("=")
@@ -80,8 +88,17 @@ def parse_ab_spec(spec: str) -> dict:
         values[key] = number
     if values.get("depth", 0) > MAX_PLY - 8:
         raise InputError(f"player spec {spec!r}: depth must be at most {MAX_PLY - 8}")
+    nnue = None
+    if eval_name not in EVALS:
+        if not Path(eval_name).exists():
+            raise InputError(f"player spec {spec!r}: unknown evaluation {eval_name!r} (known: {', '.join(EVALS)}, "
+                             "or the path of an NNUE file, and there is no such file)")
+        try:
+            nnue = quantise(load_nnue(eval_name), where=f"NNUE file {eval_name!r}")
+        except InputError as error:
+            raise InputError(f"player spec {spec!r}: {error}") from None
     return {"eval_name": eval_name, "depth": values.get("depth"), "movetime_ms": values.get("movetime"),
-            "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16)}
+            "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16), "nnue": nnue}
 
 
 def make_ab_player(spec: str) -> ABPlayer:

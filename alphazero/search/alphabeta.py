@@ -67,7 +67,9 @@ from alphazero.board.kernel import (
     unmake_null,
 )
 from alphazero.board.position import Position, move_to_chess
-from alphazero.search.evals import EVALS, eval_root, evaluate
+from alphazero.nets.nnue_file import FloatNNUE, QuantisedNNUE, load_nnue, quantise
+from alphazero.search.evals import EVAL_NNUE, EVALS, eval_root, evaluate, material_state
+from alphazero.search.nnue_eval import new_scratch, pack
 
 MAX_PLY = 128
 MATE = 32000
@@ -252,7 +254,7 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
         info[I_SELDEPTH] = ply
     kind = info[I_EVAL]
     if ply >= MAX_PLY - 1:
-        return evaluate(kind, bb, sq, st, undo, ply, params, acc)
+        return evaluate(kind, bb, sq, st, keys, ply, params, acc)
     checked = in_check(bb, st)
     if checked:
         best = -MATE + ply
@@ -260,7 +262,7 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
         if n == 0:
             return best
     else:
-        best = evaluate(kind, bb, sq, st, undo, ply, params, acc)
+        best = evaluate(kind, bb, sq, st, keys, ply, params, acc)
         if best >= beta:
             return best
         if best > alpha:
@@ -314,7 +316,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         if alpha >= beta:
             return alpha
         if ply >= MAX_PLY - 1:
-            return evaluate(kind, bb, sq, st, undo, ply, params, acc)
+            return evaluate(kind, bb, sq, st, keys, ply, params, acc)
     checked = in_check(bb, st)
     if checked:
         depth += 1  # check extension: forcing lines are seen to their end
@@ -338,7 +340,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
     side = st[ST_SIDE]
     if (options & OPT_NULL_MOVE) and not root and not pv_node and not checked and depth >= 3 \
             and undo[st[ST_PLY] - 1, U_MOVE] != NO_MOVE and beta < MATE_BOUND \
-            and non_pawn_pieces(bb, side) >= 2 and evaluate(kind, bb, sq, st, undo, ply, params, acc) >= beta:
+            and non_pawn_pieces(bb, side) >= 2 and evaluate(kind, bb, sq, st, keys, ply, params, acc) >= beta:
         # Null move: if passing still fails high, a real move would too. Not in zugzwang, where
         # passing is the best "move": likeliest with few pieces, hence at least two besides pawns
         # (Morphy's mate in two, a zugzwang against a lone bishop, is in the tests).
@@ -496,14 +498,32 @@ def score_to_uci(score: int) -> tuple[int | None, int | None]:
 class AlphaBeta:
     """The compiled search with its transposition table and scratch, reused move after move.
 
-    ``search`` is single-threaded and holds no Python objects in the loop; one instance serves
-    one thread. ``tt_mb`` sizes the table (rounded down to a power of two buckets)."""
+    ``evaluation``: a name in ``EVALS`` (``"material"``), the path of an NNUE file
+    (``alphazero.nets.nnue_file``; ``InputError`` if it is missing or of another kind), or a
+    ``FloatNNUE`` (quantised here) or ``QuantisedNNUE``. ``search`` is single-threaded and holds no
+    Python objects in the loop; one instance serves one thread. ``tt_mb`` sizes the table (rounded
+    down to a power of two buckets)."""
 
-    def __init__(self, eval_name: str = "material", tt_mb: float = 16, null_move: bool = True,
-                 lmr: bool = True, window: int = 30) -> None:
-        if eval_name not in EVALS:
-            raise ValueError(f"unknown evaluation {eval_name!r} (known: {', '.join(EVALS)})")
-        self.eval_name = eval_name
+    def __init__(self, evaluation: str | FloatNNUE | QuantisedNNUE = "material", tt_mb: float = 16,
+                 null_move: bool = True, lmr: bool = True, window: int = 30) -> None:
+        if isinstance(evaluation, str) and evaluation in EVALS:
+            self.eval_name = evaluation
+            self.info = np.zeros(INFO_SIZE, np.int64)
+            self.info[I_EVAL] = EVALS[evaluation]
+            self.params, self.acc = material_state()  # the seam's types, empty
+        else:
+            if isinstance(evaluation, str):
+                self.eval_name = evaluation
+                evaluation = load_nnue(evaluation)  # InputError for a missing or foreign file
+            else:
+                self.eval_name = f"nnue {evaluation.meta['features']} {evaluation.meta['arch']} {evaluation.meta['l1']}"
+            net = quantise(evaluation) if isinstance(evaluation, FloatNNUE) else evaluation
+            if not isinstance(net, QuantisedNNUE):
+                raise TypeError(f"evaluation must be a name, a path or an NNUE, got {type(evaluation).__name__}")
+            self.info = np.zeros(INFO_SIZE, np.int64)
+            self.info[I_EVAL] = EVAL_NNUE
+            self.params = pack(net)  # (header int64 [H], weights int16 [W])
+            self.acc = new_scratch(net.l1, net.features.max_active, MAX_PLY)  # rows, lists, row_keys by ply
         buckets = 1 << max(1, int(math.log2(max(tt_mb, 0.001) * 2**20 / 32)))
         self.tt = np.zeros((2 * buckets, 2), np.uint64)  # [2B, 2] key, packed entry
         self.moves = np.zeros((MAX_PLY, K.MAX_MOVES), np.int32)  # [P, 256]
@@ -512,11 +532,7 @@ class AlphaBeta:
         self.pv_len = np.zeros(MAX_PLY, np.int64)  # [P]
         self.killers = np.zeros((MAX_PLY, 2), np.int32)  # [P, 2]
         self.history = np.zeros((2, 64, 64), np.int32)  # [side, from, to]
-        self.info = np.zeros(INFO_SIZE, np.int64)
-        self.info[I_EVAL] = EVALS[eval_name]
         self.info[I_OPTIONS] = (OPT_NULL_MOVE if null_move else 0) | (OPT_LMR if lmr else 0)
-        self.params = np.zeros(0, np.int32)  # the evaluation's weights (none for material)
-        self.acc = np.zeros((1, 1), np.int32)  # the evaluation's per-ply scratch
         self.window = window
         self.last_info = SearchInfo()
 
@@ -555,7 +571,7 @@ class AlphaBeta:
         self.killers[:] = 0
         self.history //= 4  # keep the shape of the last search, not its weight
         p = position
-        eval_root(info[I_EVAL], p.bb, p.sq, p.st, self.params, self.acc)
+        eval_root(info[I_EVAL], p.bb, p.sq, p.st, p.keys, self.params, self.acc)
 
         best_move = int(root_moves[0])
         result = SearchInfo()

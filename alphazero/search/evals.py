@@ -1,27 +1,34 @@
 """Static evaluations for the alpha-beta search, and the seam a new one plugs into.
 
-Owns the evaluation kinds (``EVALS``: name -> id) and the two compiled entry points the search
-calls; knows the board only through ``alphazero.board.kernel``'s arrays and nothing of torch.
+Owns the evaluation kinds (``EVALS``: name -> id, plus ``EVAL_NNUE`` for a network file) and the two
+compiled entry points the search calls; knows the board only through ``alphazero.board.kernel``'s
+arrays and nothing of torch.
 
 The seam (every evaluation answers these two, selected by its integer ``kind``):
 
-``eval_root(kind, bb, sq, st, params, acc)``
-    called once before a search, at search ply 0: an NNUE fills its root accumulator ``acc[0]``.
-``evaluate(kind, bb, sq, st, undo, ply, params, acc) -> int``
-    centipawns for the side to move, at search ply ``ply``. The move that led here is
-    ``undo[st[ST_PLY] - 1]`` (its ``U_MOVE`` and ``U_CAPTURED``; ``NO_MOVE`` after a null move), so
-    an NNUE updates ``acc[ply]`` lazily from ``acc[ply - 1]`` here, only at the nodes it evaluates,
-    and unmake needs no hook: the parent's row is still valid.
+``eval_root(kind, bb, sq, st, keys, params, acc)``
+    called once before a search, at search ply 0: an NNUE fills its root row.
+``evaluate(kind, bb, sq, st, keys, ply, params, acc) -> int``
+    centipawns for the side to move, at search ply ``ply`` (the board's ``keys`` history says which
+    positions lie on the path from the root: ``keys[st[ST_PLY] - b]`` is the one ``b`` plies up).
+    Interior nodes that are not evaluated leave no state behind, so an evaluation must not assume
+    the row of ``ply - 1`` is its parent's: the NNUE (``alphazero.search.nnue_eval``) diffs its
+    feature lists against the best row it can find, and unmake needs no hook.
 
-``params`` ([P] int32, the evaluation's weights) and ``acc`` ([MAX_PLY + 1, A] int32, scratch rows by
-search ply) are the evaluation's own; ``material`` takes an empty ``params`` and a [1, 1] ``acc``.
-Numba cannot cache a search compiled against a function passed in as an argument (the function
+``params = (header, weights)`` (int64 [H], int16 [W]: the evaluation's constants) and
+``acc = (rows, lists, row_keys)`` (int16 [R, 2, L1], int32 [R, 2, 1 + M], uint64 [R]: scratch by
+search ply) are the evaluation's own; ``material_state()`` makes the empty ones ``material`` takes,
+``nnue_eval.pack`` / ``nnue_eval.new_scratch`` an NNUE's. Every kind takes the same array types, and
+numba cannot cache a search compiled against a function passed in as an argument (the function
 object's identity is part of the type), so new kinds are added as a branch here, by id, and the
 search is compiled once for all of them.
 
 ``material`` (id 0): material plus piece-square tables, tapered between the middlegame and the
 endgame by the phase (knight and bishop 1, rook 2, queen 4; 24 = all pieces on the board): PeSTO's
 tables (Ronald Friederich's, from the Chess Programming Wiki), values and squares as published.
+
+``EVAL_NNUE`` (id 1): a quantised NNUE (``alphazero.nets.nnue_file``), evaluated by
+``alphazero.search.nnue_eval`` with incrementally updated int16 accumulators.
 """
 
 from __future__ import annotations
@@ -31,9 +38,11 @@ from numba import njit
 
 from alphazero.board.bits import lsb
 from alphazero.board.kernel import ST_SIDE, WHITE
+from alphazero.search.nnue_eval import H_SIZE, new_scratch, nnue_evaluate, nnue_root
 
 EVAL_MATERIAL = 0
-EVALS = {"material": EVAL_MATERIAL}
+EVAL_NNUE = 1
+EVALS = {"material": EVAL_MATERIAL}  # evaluations known by name; an NNUE is known by its file
 
 _ONE = np.uint64(1)
 
@@ -121,15 +130,23 @@ def material(bb, st):
     return score if st[ST_SIDE] == WHITE else -score
 
 
+def material_state() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(params, acc)`` for an evaluation without state (``material``): empty, of the seam's types."""
+    return (np.zeros(H_SIZE, np.int64), np.zeros(0, np.int16)), new_scratch(1, 1, 0)
+
+
 @njit(cache=True)
-def eval_root(kind, bb, sq, st, params, acc):
+def eval_root(kind, bb, sq, st, keys, params, acc):
     """Prepare ``kind``'s state for a search from this position (nothing for ``material``)."""
-    pass
+    if kind == EVAL_NNUE:
+        nnue_root(params[0], params[1], bb, sq, st, keys, acc[0], acc[1], acc[2])
 
 
 @njit(cache=True)
-def evaluate(kind, bb, sq, st, undo, ply, params, acc):
+def evaluate(kind, bb, sq, st, keys, ply, params, acc):
     """Centipawns for the side to move by evaluation ``kind`` (see the module docstring)."""
     if kind == EVAL_MATERIAL:
         return material(bb, st)
+    if kind == EVAL_NNUE:
+        return nnue_evaluate(params[0], params[1], bb, sq, st, keys, ply, acc[0], acc[1], acc[2])
     return 0
