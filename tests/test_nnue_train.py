@@ -383,3 +383,11 @@ def test_the_help_quotes_the_trainers_defaults() -> None:
 
 def test_training_throughput_is_measured() -> None:
     assert nnue_train_positions_per_s(threads=1, batch_size=256, steps=3) > 0
+
+
+def test_data_without_a_target_for_the_loss_is_refused_before_anything_is_written(tmp_path, capsys) -> None:
+    games = tmp_path / "games.pgn"
+    games.write_text(PGN)
+    code, _, text = nnue_train(capsys, "--data", str(games), "--out", str(tmp_path / "out" / "net.npz"), "--loss", "score")
+    assert code == 2 and "no positions with a target for --loss score" in text
+    assert not (tmp_path / "out").exists()

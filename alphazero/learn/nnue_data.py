@@ -39,7 +39,8 @@ Arrays (one row per position; the CSR layout ``torch.nn.EmbeddingBag`` takes):
 Cache: one uncompressed ``.npz`` per source file and feature set in a cache directory, named
 ``NAME-WHAT-KEY.npz`` where KEY hashes the source's absolute path, size and modification time (every
 shard's, for a run), the canonical feature spec, ``DATA_FORMAT_VERSION`` and, for PQR, the seed. A stale
-or damaged cache file is rebuilt, never trusted. Caches are written only after every source has parsed.
+or damaged cache file is rebuilt, never trusted. Caches are written only once every source has parsed
+(and the trainer has accepted the data: ``load_data`` hands back ``write_caches``).
 
 A line that does not parse (a bad FEN, a wrong number of fields, a score that is not a number, an
 illegal ``best_uci``, an unreadable PGN game or shard) raises ``InputError`` naming ``FILE:LINE``.
@@ -561,10 +562,12 @@ def _write_cache(file: Path, data: Dataset, what: str, source: str) -> None:
 
 
 def load_data(paths: Sequence[str | os.PathLike], feature_set: Any, cache_dir: str | os.PathLike | None,
-              what: str = "positions", seed: int = 0, log: Log | None = None) -> tuple[Dataset, list[dict[str, Any]]]:
-    """Every source in ``paths`` as one data set, from the cache where it is current; returns the data and
-    one record per source (path, kind, rows, cached, its cache key). New cache files are written only once every
-    source has parsed, so a bad line anywhere leaves nothing behind. ``cache_dir`` None: no cache."""
+              what: str = "positions", seed: int = 0,
+              log: Log | None = None) -> tuple[Dataset, list[dict[str, Any]], Callable[[], None]]:
+    """Every source in ``paths`` as one data set, from the cache where it is current. Returns the data, one
+    record per source (path, kind, rows, cached, its cache key) and ``write_caches()``, which writes the
+    cache files of the sources that were parsed: the caller runs it once it has accepted the data, so a
+    bad line anywhere (or data the caller refuses) leaves nothing behind. ``cache_dir`` None: no cache."""
     log = log or _quiet
     spec = feature_set.spec
     parts: list[Dataset] = []
@@ -586,6 +589,9 @@ def load_data(paths: Sequence[str | os.PathLike], feature_set: Any, cache_dir: s
         parts.append(data)
         sources.append({"path": str(path), "kind": kind, "rows": data.num_positions, "cached": cached,
                         "key": source_key(path, spec, what, seed)})
-    for file, data, source in pending:
-        _write_cache(file, data, what, source)
-    return concat_data(parts), sources
+
+    def write_caches() -> None:
+        for file, part, source in pending:
+            _write_cache(file, part, what, source)
+
+    return concat_data(parts), sources, write_caches

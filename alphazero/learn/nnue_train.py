@@ -359,7 +359,8 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     cache_dir = Path(options.cache_dir) if options.cache_dir is not None else out.parent / "nnue-cache"
     what = "pqr" if options.loss == "pqr" else "positions"
     started = time.perf_counter()
-    data, sources = load_data(options.data, parse_features(config.features), cache_dir, what, options.seed, log)
+    data, sources, write_caches = load_data(options.data, parse_features(config.features), cache_dir, what,
+                                            options.seed, log)
     total = data.num_positions
     data = keep_trainable(data, options.loss)
     if data.num_positions == 0:
@@ -395,6 +396,7 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
         trainer.history.append(_rounded({"epoch": 0, "train_loss": None, "held_out_loss": initial["loss"],
                                          **{f"held_out_{k}": v for k, v in initial.items() if k != "loss"}}))
         log(f"epoch 0/{options.epochs}  {label} loss {initial['loss']:.5f}")
+    write_caches()  # every check passed: from here on files are written
     directory.mkdir(parents=True, exist_ok=True)
     while trainer.epoch < options.epochs:
         stats = trainer.train_epoch(train_data, log)
