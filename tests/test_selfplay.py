@@ -16,10 +16,11 @@ import torch
 
 from alphazero.board import encoding
 from alphazero.config import SelfPlayConfig
+from alphazero.learn.replay import read_shard, write_shard
 from alphazero.nets.evaluator import NetworkEvaluator, UniformEvaluator
 from alphazero.nets.network import NetworkConfig, PolicyValueNet
 from alphazero.search.mcts import SearchConfig
-from alphazero.search.selfplay import SelfPlayer
+from alphazero.search.selfplay import MAX_LENGTH, SelfPlayer
 
 torch.set_num_threads(1)
 
@@ -440,3 +441,16 @@ def test_compiled_and_python_searches_play_the_same_games(selfplay: dict) -> Non
         for name in ("planes", "policy_offsets", "policy_actions", "policy_counts", "z"):
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
         assert np.allclose(a.root_values.astype(np.float32), b.root_values.astype(np.float32), atol=1e-3)
+
+
+def test_a_game_without_a_fully_searched_move_is_recorded_with_no_position(tmp_path) -> None:
+    # A vanishing full-search share: no move is ever searched fully, so no position is recorded.
+    player = _player(search=SearchConfig(num_simulations=16), full_search_fraction=1e-9, fast_simulations=4,
+                     games_per_worker=2, max_plies=12)
+    games = player.play(2)
+    assert [g.num_positions for g in games] == [0, 0]
+    assert all(g.plies == 12 and g.termination == MAX_LENGTH for g in games)
+    path = tmp_path / "shard.npz"
+    write_shard(path, games + _player(max_plies=6).play(1))  # beside a game that has positions
+    shard = read_shard(path)
+    assert shard.num_positions == 6 and len(shard.pgns) == 3

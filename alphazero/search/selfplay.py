@@ -250,11 +250,13 @@ class SelfPlayer:
             "Event": "self-play", "White": f"v{game.network_version}", "Black": f"v{game.network_version}",
             "Result": result, "Termination": reason,
         }, game.start_fen)
+        # Under playout cap randomisation a short game can have no fully searched move: it is still a
+        # game (its result and PGN count), with no training position.
         return GameRecord(
             planes=encoding.packed_from_features(game.features),
-            policy_offsets=np.concatenate(([0], np.cumsum(lengths))),
-            policy_actions=np.concatenate(game.actions).astype(np.uint16),
-            policy_counts=np.concatenate(counts),
+            policy_offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
+            policy_actions=np.concatenate([np.zeros(0, np.uint16), *game.actions]).astype(np.uint16),
+            policy_counts=np.concatenate([np.zeros(0, np.uint16), *counts]),
             z=z,
             root_values=np.array(game.root_values, dtype=np.float16),
             result=result,
