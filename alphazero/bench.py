@@ -93,11 +93,14 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
 
 
 def bench_alphabeta() -> dict[str, Any]:
-    """The compiled board and ``ab:material``, one core (``alphazero.search.ab_bench``): perft leaves/s
-    (start position, depth 5) and search nodes/s over ten middlegames to depth 8, per CPU second."""
-    from alphazero.search.ab_bench import ab_nodes_per_s, perft_nodes_per_s
+    """The compiled board and alpha-beta, one core (``alphazero.search.ab_bench``): perft leaves/s
+    (start position, depth 5), ``ab:material`` search nodes/s over ten middlegames to depth 8, and
+    the same positions searched with the default NNUE (features all, perspective, L1 256, crelu,
+    quantised; random weights of that shape), per CPU second."""
+    from alphazero.search.ab_bench import ab_nnue_nodes_per_s, ab_nodes_per_s, perft_nodes_per_s
 
-    return {"perft_nodes_per_s": round(perft_nodes_per_s()), "ab_nodes_per_s": round(ab_nodes_per_s())}
+    return {"perft_nodes_per_s": round(perft_nodes_per_s()), "ab_nodes_per_s": round(ab_nodes_per_s()),
+            "ab_nnue_nodes_per_s": round(ab_nnue_nodes_per_s())}
 
 
 def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, device: str = "cpu") -> dict[str, Any]:

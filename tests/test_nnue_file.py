@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from typing import Any
 
 import chess
 import numpy as np
@@ -98,6 +99,11 @@ def _policy_value_checkpoint(path):
     save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8)), path)
 
 
+def _npz(path, arrays: dict[str, Any]) -> None:
+    """An .npz written directly, bypassing ``save_nnue``'s checks."""
+    np.savez(path, **arrays)
+
+
 def test_load_refuses_what_is_not_an_nnue_with_one_line(tmp_path):
     net = random_nnue("all", "simple", l1=8)
     cases = {}
@@ -112,13 +118,12 @@ def test_load_refuses_what_is_not_an_nnue_with_one_line(tmp_path):
     cases["plain.npz"] = "without NNUE meta"
     for name, meta in [("kind.npz", dict(net.meta, kind="policy-value")),
                        ("newer.npz", dict(net.meta, format_version=NNUE_FORMAT_VERSION + 1))]:
-        np.savez(tmp_path / name, **net.arrays, meta=np.array(json.dumps(meta)))
+        _npz(tmp_path / name, dict(net.arrays, meta=np.array(json.dumps(meta))))
     cases["kind.npz"] = "meta kind 'policy-value'"
     cases["newer.npz"] = f"format_version {NNUE_FORMAT_VERSION + 1} is newer"
-    np.savez(tmp_path / "json.npz", **net.arrays, meta=np.array("{not json"))
+    _npz(tmp_path / "json.npz", dict(net.arrays, meta=np.array("{not json")))
     cases["json.npz"] = "not an NNUE file (JSONDecodeError"
-    np.savez(tmp_path / "shape.npz", **dict(net.arrays, ft_bias=np.zeros(9, np.float32)),
-             meta=np.array(json.dumps(net.meta)))
+    _npz(tmp_path / "shape.npz", dict(net.arrays, ft_bias=np.zeros(9, np.float32), meta=np.array(json.dumps(net.meta))))
     cases["shape.npz"] = "ft_bias has shape [9]"
     save_nnue(tmp_path / "good.npz", net.arrays, net.meta)
     (tmp_path / "torn.npz").write_bytes((tmp_path / "good.npz").read_bytes()[:300])

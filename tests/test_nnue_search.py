@@ -18,12 +18,13 @@ SPECIAL = "r3k2r/1P4p1/8/3pP3/8/8/1p4P1/R3K2R w KQkq d6 0 1"
 KIWIPETE = "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1"
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1"
 
-NETS = [  # features, arch, activation
-    ("all", "perspective", "crelu"),
-    ("ka", "perspective", "screlu"),
-    ("all+pv", "layered", "crelu"),
-    ("all", "simple", "screlu"),
-    ("h+v+d1+d2+ph+mb+mc", "layered", "screlu"),
+NETS = [  # features, arch, activation, factor on the transformer's weights
+    ("all", "perspective", "crelu", 1.0),
+    ("ka", "perspective", "screlu", 1.0),
+    ("all+pv", "layered", "crelu", 1.0),
+    ("all", "simple", "screlu", 1.0),
+    ("h+v+d1+d2+ph+mb+mc", "layered", "screlu", 1.0),
+    ("all", "perspective", "crelu", 300.0),  # accumulators that wrap around int16: still equal
 ]
 
 
@@ -59,11 +60,14 @@ def _rows_are_their_lists(q, acc) -> int:
     return checked
 
 
-@pytest.mark.parametrize("features,arch,activation", NETS)
-def test_compiled_evaluation_equals_the_reference_at_every_node(features, arch, activation):
+@pytest.mark.parametrize("features,arch,activation,factor", NETS)
+def test_compiled_evaluation_equals_the_reference_at_every_node(features, arch, activation, factor):
     """Random walks that move down (moves and null moves) and back up as a search does, evaluating at
     some plies and skipping others: every evaluation equals the numpy quantised reference exactly."""
-    q = quantise(random_nnue(features, arch, l1=16, l2=4, activation=activation, seed=11))
+    net = random_nnue(features, arch, l1=16, l2=4, activation=activation, seed=11)
+    net = FloatNNUE.from_arrays(dict(net.arrays, ft_weight=net.arrays["ft_weight"] * factor), net.meta)
+    q = quantise(net)
+    assert (q.accumulator_bound > 32767) == (factor > 1)
     params = pack(q)
     rng = np.random.default_rng(5)
     seen: dict[str, int] = {}
@@ -207,3 +211,9 @@ def test_an_evaluation_beyond_the_limit_is_clamped():
     params, acc = pack(q), new_scratch(q.l1, q.features.max_active, 4)
     got = evals.evaluate(evals.EVAL_NNUE, position.bb, position.sq, position.st, position.keys, 0, params, acc)
     assert got == EVAL_LIMIT
+
+
+def test_the_nnue_bench_reports_a_rate():
+    from alphazero.search.ab_bench import ab_nnue_nodes_per_s
+
+    assert ab_nnue_nodes_per_s(nodes=500) > 0

@@ -231,6 +231,12 @@ def load_nnue(path: str | os.PathLike) -> FloatNNUE:
     if not path.is_file():
         raise InputError(f"{where}: not a file")
     try:
+        with open(path, "rb") as handle:
+            magic = handle.read(6)
+        if magic == b"\x93NUMPY":
+            raise InputError(f"{where}: not an NNUE file (a single .npy array, not an .npz)")
+        if not magic.startswith(b"PK\x03\x04"):
+            raise InputError(f"{where}: not an NNUE file (not an .npz archive)")
         data = np.load(path, allow_pickle=False)
         if not isinstance(data, np.lib.npyio.NpzFile):
             raise InputError(f"{where}: not an NNUE file (a single .npy array, not an .npz)")

@@ -29,6 +29,12 @@ used, a sibling or cousin), merge the two sorted lists and add and subtract the 
 difference; when the difference is larger than the active count (a king move under ``ka``, the first
 evaluation) refresh from the bias instead. Unmake needs no hook. A row whose key is the current
 position's is reused as it stands (PVS, LMR and aspiration re-searches evaluate a node again).
+Measured on the default NNUE (``all``, perspective, L1 256): 97% of updates find an ancestor, on
+average 1.3 plies up, 3.5 changed features a colour; refreshes are almost never needed.
+
+Numba checks a cache entry against its own source file only, and ``evals`` / ``alphabeta`` compile
+this module (and ``alphazero.nets.features``) into theirs: after editing either, delete
+``alphazero/search/__pycache__/*.nbi`` too, or the search keeps running the old code.
 """
 
 from __future__ import annotations
