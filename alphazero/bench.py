@@ -1,7 +1,8 @@
 """Benchmarks of the hot paths, printed as figures (``alphazero bench``). This is slow (~1 minute).
 
 All on one torch thread with the default network (``configs/default.yaml``): encoding, the network at batch 1 and at the
-self-play batch, and the search one game at a time versus many games at once.
+self-play batch (with each inference backend, ``net_batched_per_s_onnx``...; unsuffixed: ``search.backend``'s), and
+the search, with ``search.backend``, one game at a time versus many games at once.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 from alphazero.board import encoding
 from alphazero.config import RunConfig
 from alphazero.nets.evaluator import NetworkEvaluator
+from alphazero.nets.inference import available_backends, resolve_backend
 from alphazero.nets.network import PolicyValueNet
 from alphazero.search.compiled_bench import search_overhead_us_per_sim
 from alphazero.search.compiled_mcts import build_search
@@ -60,8 +62,9 @@ def bench_encoding(boards: list[chess.Board], seconds: float) -> float:
     return calls * len(boards) / elapsed
 
 
-def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str = "cpu") -> float:
-    evaluator = NetworkEvaluator(net, device=device)
+def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str = "cpu",
+                  backend: str = "auto") -> float:
+    evaluator = NetworkEvaluator(net, device=device, backend=backend)
     planes = encoding.encode_boards(boards[:batch])
     evaluator.forward(planes)  # warm-up
     calls, elapsed = _timed(lambda: evaluator.forward(planes), seconds)
@@ -73,7 +76,7 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
     """New simulations per second searching ``num_games`` self-play games together for ``moves`` moves
     with the configured search (``search.engine``: compiled or Python); visits a reused subtree
     brought along are not counted."""
-    evaluator = NetworkEvaluator(net, device=device)
+    evaluator = NetworkEvaluator(net, device=device, backend=config.search.backend)
     mcts, new_tree = build_search(evaluator, config.search)
     starts = sample_positions(num_games, seed=seed + 1)
     trees = [new_tree(board, i) for i, board in enumerate(starts)]
@@ -103,6 +106,16 @@ def bench_alphabeta() -> dict[str, Any]:
             "ab_nnue_nodes_per_s": round(ab_nnue_nodes_per_s())}
 
 
+def bench_backends(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str) -> dict[str, int]:
+    """The network's positions/s at batch 1 and at ``batch`` with each inference backend that runs on
+    ``device`` (``net_batch1_per_s_torch``, ``net_batched_per_s_onnx``...)."""
+    figures = {}
+    for backend in available_backends(torch.device(device)):
+        figures[f"net_batch1_per_s_{backend}"] = round(bench_network(net, boards, 1, seconds, device, backend))
+        figures[f"net_batched_per_s_{backend}"] = round(bench_network(net, boards, batch, seconds, device, backend))
+    return figures
+
+
 def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, device: str = "cpu") -> dict[str, Any]:
     """All figures as one dict (what ``alphazero bench --json`` prints)."""
     torch.set_num_threads(threads)
@@ -116,6 +129,8 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     other_config = replace(config, search=replace(config.search, algorithm=other, engine="auto"))
     python_config = replace(config, search=replace(config.search, engine="python"))
     batched_moves = max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker))
+    backend = resolve_backend(config.search.backend, torch.device(device))  # the searches' (search.backend)
+    nets = bench_backends(net, boards, batch, seconds, device)
     return {
         "search_algorithm": config.search.algorithm,
         "search_engine": config.search.engine,
@@ -124,8 +139,10 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "selfplay_batch": batch,
         "num_simulations": sims,
         "encode_per_s": round(bench_encoding(boards, seconds)),
-        "net_batch1_per_s": round(bench_network(net, boards, 1, seconds, device)),
-        "net_batched_per_s": round(bench_network(net, boards, batch, seconds, device)),
+        "backend": backend,
+        "net_batch1_per_s": nets[f"net_batch1_per_s_{backend}"],
+        "net_batched_per_s": nets[f"net_batched_per_s_{backend}"],
+        **nets,
         "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)), device=device)),
         "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
         "search_batched_sims_per_s_python": round(bench_search(net, python_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),

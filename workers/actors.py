@@ -53,7 +53,7 @@ class SelfPlayWorker:
     def __init__(self, config: RunConfig, weights: dict[str, Any], version: int, seed: int,
                  inflight: list[dict] | None = None) -> None:
         torch.set_num_threads(config.workers.torch_threads_per_worker)
-        self.evaluator = NetworkEvaluator(net_from_payload(weights), device="auto")
+        self.evaluator = NetworkEvaluator(net_from_payload(weights), device="auto", backend=config.search.backend)
         self.player = SelfPlayer(self.evaluator, config.search, config.selfplay, seed=seed, network_version=version)
         if inflight:  # games a stopped run or a dead actor left unfinished
             self.player.restore(inflight)

@@ -110,9 +110,9 @@ class GreedyPlayer:
 class PolicyPlayer:
     """The network's raw policy: its most probable legal move, no search."""
 
-    def __init__(self, net: PolicyValueNet, name: str = "policy", device: str = "cpu") -> None:
+    def __init__(self, net: PolicyValueNet, name: str = "policy", device: str = "cpu", backend: str = "auto") -> None:
         self.name = name
-        self.evaluator = NetworkEvaluator(net, device=device)
+        self.evaluator = NetworkEvaluator(net, device=device, backend=backend)
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
         return [moves[int(np.argmax(priors))] for moves, priors, _ in self.evaluator.policy(boards)]
@@ -126,7 +126,7 @@ class MCTSPlayer:
 
     def __init__(self, net: PolicyValueNet, search: SearchConfig, name: str = "mcts", device: str = "cpu") -> None:
         self.name = name
-        self.evaluator = NetworkEvaluator(net, device=device)
+        self.evaluator = NetworkEvaluator(net, device=device, backend=search.backend)
         self.mcts, self._new_tree = build_search(self.evaluator, search)
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
@@ -277,7 +277,7 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
         except UserError as error:
             raise InputError(f"player spec {spec!r}: {error}") from None
         if kind == "policy":
-            return PolicyPlayer(net, name=spec, device=device)
+            return PolicyPlayer(net, name=spec, device=device, backend=search.backend if search else "auto")
         from dataclasses import replace
 
         config = search or SearchConfig(num_simulations=100)

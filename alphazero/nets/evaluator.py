@@ -1,7 +1,8 @@
 """Evaluators: the seam between search and network (see ``alphazero.search.mcts.Evaluator``).
 
 ``NetworkEvaluator`` runs a ``PolicyValueNet`` on a batch of leaves: one numpy pass to build the
-planes, one forward call, and a softmax over each leaf's legal moves only. ``UniformEvaluator``
+planes, one forward call (through an inference backend, ``alphazero.nets.inference``: torch eager or
+ONNX Runtime), and a softmax over each leaf's legal moves only. ``UniformEvaluator``
 (equal priors, value 0) is the oracle-free evaluator the search tests use.
 """
 
@@ -14,7 +15,8 @@ import numpy as np
 import torch
 
 from alphazero.board import encoding
-from alphazero.nets.network import PolicyValueNet, fuse_for_inference
+from alphazero.nets.inference import make_backend, resolve_backend
+from alphazero.nets.network import PolicyValueNet
 
 
 class UniformEvaluator:
@@ -50,21 +52,24 @@ class NetworkEvaluator:
     """A ``PolicyValueNet`` behind the search seam; batches every request of a round into one call.
 
     The network is copied with its BatchNorms folded (inference only). ``max_batch`` splits very
-    large rounds so memory stays bounded; ``device`` is ``"cpu"``, ``"cuda"`` or ``"auto"``.
+    large rounds so memory stays bounded; ``device`` is ``"cpu"``, ``"cuda"`` or ``"auto"``;
+    ``backend`` is ``"torch"``, ``"onnx"`` (cpu only) or ``"auto"`` (onnx on the cpu when
+    onnxruntime imports, else torch); ``self.backend`` is the one chosen.
     """
 
-    def __init__(self, net: PolicyValueNet, device: str = "cpu", max_batch: int = 1024) -> None:
+    def __init__(self, net: PolicyValueNet, device: str = "cpu", max_batch: int = 1024, backend: str = "auto") -> None:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
+        self.backend = resolve_backend(backend, self.device)
         self.max_batch = max_batch
         self.num_positions = 0
         self.num_calls = 0
         self.set_network(net)
 
     def set_network(self, net: PolicyValueNet) -> None:
-        """Swap in new weights (a new version) for the next call."""
-        self.net = fuse_for_inference(net).to(self.device)
+        """Swap in new weights (a new version) for the next call (the onnx backend exports them again)."""
+        self._run = make_backend(self.backend, net, self.device)
 
     def prepare(self, board: chess.Board, moves: list[chess.Move]) -> tuple[list[int], np.ndarray]:
         return encoding.board_features(board), encoding.moves_to_actions(board, moves)
@@ -86,9 +91,7 @@ class NetworkEvaluator:
         """planes ``uint8 [B, 24, 8, 8]`` -> (logits ``float32 [B, 4672]``, values ``float32 [B]``)."""
         self.num_calls += 1
         self.num_positions += len(planes)
-        with torch.inference_mode():
-            logits, value = self.net(torch.from_numpy(planes).to(self.device))
-        return logits.float().cpu().numpy(), value.float().cpu().numpy()
+        return self._run(planes)
 
     def policy(self, boards: Sequence[chess.Board]) -> list[tuple[list[chess.Move], np.ndarray, float]]:
         """Raw network policy (no search) for each board: (legal moves, priors ``[K]``, value)."""

@@ -130,8 +130,8 @@ def network_search(engine: str, network_config: Any, positions: str = "middlegam
     if threads is not None:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
-    evaluator = NetworkEvaluator(PolicyValueNet(network_config).eval(), device=device)
     config = search_config or SearchConfig(num_simulations=sims)
+    evaluator = NetworkEvaluator(PolicyValueNet(network_config).eval(), device=device, backend=config.backend)
     boards = start_boards(positions, games)
     if engine == "compiled":
         search: Any = CompiledMCTS(evaluator, config)

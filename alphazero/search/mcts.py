@@ -89,8 +89,14 @@ class SearchConfig:
     # same PUCT, 4-5 us of overhead per simulation instead of 80-130), ``python`` (this module), or
     # ``auto``: compiled for PUCT with a network evaluator, Python otherwise (Gumbel is Python only).
     engine: str = "auto"
+    # Where the network runs for the search (alphazero.nets.inference): ``torch`` (eager), ``onnx`` (ONNX
+    # Runtime, CPU only; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md)
+    # or ``auto``: onnx on the CPU when onnxruntime imports, torch on CUDA.
+    backend: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.backend not in ("auto", "torch", "onnx"):
+            raise ValueError(f"search.backend must be auto, torch or onnx, got {self.backend!r}")
         if self.engine not in ("auto", "compiled", "python"):
             raise ValueError(f"search.engine must be auto, compiled or python, got {self.engine!r}")
         if self.engine == "compiled" and self.algorithm != "puct":

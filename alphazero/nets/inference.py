@@ -1,0 +1,177 @@
+"""Inference backends behind ``NetworkEvaluator``: how a ``PolicyValueNet`` runs on a batch of planes.
+
+Each backend maps planes ``uint8 [B, 24, 8, 8]`` to (logits ``float32 [B, 4672]``, values ``float32 [B]``)
+for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
+
+- ``torch``: torch eager, on the evaluator's device (cpu or cuda).
+- ``onnx``: ONNX Runtime (CPUExecutionProvider) on an in-memory ONNX export of the folded network,
+  with as many intra-op threads as torch has (``torch.get_num_threads()``).
+- ``auto``: ``onnx`` on the CPU when onnxruntime and onnx import, ``torch`` otherwise (on CUDA).
+
+Measured on one thread with the default 3x32 network (docs/RESULTS.md, "Inference backends"): ONNX
+Runtime ran 1.4-6x torch eager's positions per second (most at batch 1, 1.4-2x at the self-play
+batch of 48), logits equal to 2.4e-7, and self-play 1.6-3.2x as many positions per second;
+torch.compile lost at batch 48 and took 40-100 s to compile each batch size, and channels_last lost
+at batch 48, so neither is used (``tools/inference_variants.py``).
+
+``export_onnx`` is also what ``alphazero export --onnx`` writes: input ``planes`` (uint8
+``[B, 24, 8, 8]``, the encoder's planes as stored, scaled inside the graph), outputs ``logits``
+(``float32 [B, 4672]``, action = plane * 64 + square) and ``value`` (``float32 [B]``, in [-1, 1] for
+the side to move).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from alphazero.board import encoding
+from alphazero.fileio import atomic_write
+from alphazero.nets.network import PolicyValueNet, fuse_for_inference
+
+BACKENDS = ("auto", "torch", "onnx")
+INPUT_NAME = "planes"
+OUTPUT_NAMES = ("logits", "value")
+ONNX_OPSET = 17
+
+
+def onnx_available() -> bool:
+    """Whether the ``onnx`` backend can run here (onnxruntime to run, onnx for torch's exporter)."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """``torch`` or ``onnx`` for ``backend`` (one of ``BACKENDS``) on ``device``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"inference backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "auto":
+        return "onnx" if device.type == "cpu" and onnx_available() else "torch"
+    if backend == "onnx" and device.type != "cpu":
+        raise ValueError(f"the onnx backend runs on the cpu only, not on {device.type}")
+    return backend
+
+
+def available_backends(device: torch.device) -> list[str]:
+    """The backends (``torch``, ``onnx``) that can run on ``device`` here."""
+    return ["torch", "onnx"] if device.type == "cpu" and onnx_available() else ["torch"]
+
+
+def export_onnx(net: PolicyValueNet, metadata: Mapping[str, str] | None = None) -> bytes:
+    """The folded ``net`` as a serialised ONNX model with a dynamic batch axis (names in the module docstring).
+
+    ``metadata`` goes into the model's ``metadata_props`` (string keys and values).
+    """
+    fused = fuse_for_inference(net)
+    example = torch.zeros((2, encoding.NUM_PLANES, 8, 8), dtype=torch.uint8)
+    batch = {0: "batch"}
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        # The TorchScript exporter warns that it is deprecated; the dynamo one would need onnxscript too.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(fused, (example,),
+                          buffer,  # type: ignore[arg-type]  # a file object works; the signature names paths only
+                          input_names=[INPUT_NAME], output_names=list(OUTPUT_NAMES),
+                          dynamic_axes={name: batch for name in (INPUT_NAME, *OUTPUT_NAMES)},
+                          opset_version=ONNX_OPSET, dynamo=False)
+    model = buffer.getvalue()
+    if metadata:
+        import onnx
+
+        proto = onnx.load_model_from_string(model)
+        onnx.helper.set_model_props(proto, dict(metadata))
+        model = proto.SerializeToString()
+    return model
+
+
+def save_onnx(net: PolicyValueNet, path: str | os.PathLike, source: str = "") -> dict[str, str]:
+    """Write ``net`` as an ONNX model to ``path`` atomically, after checking that onnxruntime runs it to
+    torch's outputs (1e-4); returns the metadata stored in the model (``source``: where ``net`` came from)."""
+    metadata = {
+        "format": "alphazero-chess-onnx",
+        "encoding_version": str(encoding.ENCODING_VERSION),
+        "network": f"{net.config.blocks}x{net.config.channels}",
+        "input": f"{INPUT_NAME}: uint8 [B, {encoding.NUM_PLANES}, 8, 8], alphazero.board.encoding planes, unscaled",
+        "outputs": f"{OUTPUT_NAMES[0]}: float32 [B, {encoding.NUM_ACTIONS}] (action = plane * 64 + from_square); "
+                   f"{OUTPUT_NAMES[1]}: float32 [B] in [-1, 1] for the side to move",
+    }
+    if source:
+        metadata["source"] = source
+    model = export_onnx(net, metadata)
+    planes = np.random.default_rng(0).integers(0, 2, (8, encoding.NUM_PLANES, 8, 8), dtype=np.uint8)
+    expected = TorchBackend(net, torch.device("cpu"))(planes)
+    got = onnx_session(model, 1).run(None, {INPUT_NAME: planes})
+    for want, have in zip(expected, got):
+        if have.shape != want.shape or not np.allclose(have, want, atol=1e-4, rtol=0):
+            raise RuntimeError("the ONNX export does not reproduce the network's outputs")
+    atomic_write(path, lambda handle: handle.write(model))
+    return metadata
+
+
+class TorchBackend:
+    """Torch eager on ``device``."""
+
+    name = "torch"
+
+    def __init__(self, net: PolicyValueNet, device: torch.device) -> None:
+        self.device = device
+        self.net = fuse_for_inference(net).to(device)
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.inference_mode():
+            logits, value = self.net(torch.from_numpy(planes).to(self.device))
+        return logits.float().cpu().numpy(), value.float().cpu().numpy()
+
+
+def onnx_session(model: bytes, threads: int | None = None):
+    """An onnxruntime CPU session for serialised ``model`` on ``threads`` intra-op threads (default: torch's)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads if threads is not None else torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+class OnnxBackend:
+    """ONNX Runtime on the CPU, on an in-memory export of the network.
+
+    The session runs on as many intra-op threads as ``torch.get_num_threads()``: it is built again
+    when torch's count has changed since (``torch.set_num_threads`` stays the one thread setting).
+    """
+
+    name = "onnx"
+
+    def __init__(self, net: PolicyValueNet) -> None:
+        self.model = export_onnx(net)
+        self.threads = torch.get_num_threads()
+        self.session = onnx_session(self.model, self.threads)
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(planes) == 0:
+            return np.zeros((0, encoding.NUM_ACTIONS), np.float32), np.zeros(0, np.float32)
+        threads = torch.get_num_threads()
+        if threads != self.threads:
+            self.session, self.threads = onnx_session(self.model, threads), threads
+        logits, value = self.session.run(None, {INPUT_NAME: np.ascontiguousarray(planes, dtype=np.uint8)})
+        return logits, value
+
+
+def make_backend(backend: str, net: PolicyValueNet, device: torch.device) -> TorchBackend | OnnxBackend:
+    """The backend named by ``resolve_backend`` output (``torch`` or ``onnx``) running ``net``."""
+    if backend == "onnx":
+        return OnnxBackend(net)
+    if backend == "torch":
+        return TorchBackend(net, device)
+    raise ValueError(f"no inference backend {backend!r} (torch or onnx)")

@@ -1,0 +1,208 @@
+"""Inference backends behind the evaluator seam (``alphazero.nets.inference``) and ``alphazero export --onnx``.
+
+The reference is always torch eager on the unfused network in eval mode (or the ``torch`` backend, itself
+checked against it in tests/test_evaluator.py): the ONNX Runtime backend must give the same logits and
+values to float rounding, the same priors, and the same searches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from test_evaluator import make_net, random_positions
+
+from alphazero.board import encoding
+from alphazero.checkpoint import RunDirectory, RunState
+from alphazero.config import ConfigError, load_config
+from alphazero.nets.evaluator import NetworkEvaluator
+from alphazero.nets.inference import OnnxBackend, available_backends, resolve_backend
+from alphazero.nets.network import PolicyValueNet, save_network
+from alphazero.search.compiled_mcts import build_search
+from alphazero.search.mcts import SearchConfig
+from commands.main import main
+
+torch.set_num_threads(1)
+
+
+def reference(net: PolicyValueNet, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    net.eval()
+    with torch.no_grad():
+        logits, value = net(torch.from_numpy(planes))
+    return logits.numpy(), value.numpy()
+
+
+def random_planes(count: int, seed: int = 0) -> np.ndarray:
+    """Random 0/1 planes (no positions, but every plane in use; the scalar planes' larger values come
+    with the real positions below)."""
+    return np.random.default_rng(seed).integers(0, 2, (count, encoding.NUM_PLANES, 8, 8), dtype=np.uint8)
+
+
+@pytest.fixture(scope="module")
+def net() -> PolicyValueNet:
+    return make_net(0)
+
+
+@pytest.fixture(scope="module")
+def onnx_evaluator(net) -> NetworkEvaluator:
+    return NetworkEvaluator(net, backend="onnx")
+
+
+def test_auto_picks_onnx_on_the_cpu_and_names_are_checked() -> None:
+    cpu = torch.device("cpu")
+    assert available_backends(cpu) == ["torch", "onnx"]
+    assert resolve_backend("auto", cpu) == "onnx"
+    assert resolve_backend("torch", cpu) == "torch"
+    assert resolve_backend("auto", torch.device("cuda")) == "torch"
+    with pytest.raises(ValueError, match="cpu only"):
+        resolve_backend("onnx", torch.device("cuda"))
+    with pytest.raises(ValueError, match="tensorrt"):
+        resolve_backend("tensorrt", cpu)
+    assert NetworkEvaluator(make_net(3)).backend == "onnx"
+
+
+def test_search_backend_is_a_config_key_checked_by_name() -> None:
+    assert load_config(None).search.backend == "auto"
+    assert load_config(None, ["search.backend=torch"]).search.backend == "torch"
+    with pytest.raises(ConfigError, match="search.backend"):
+        load_config(None, ["search.backend=tensorrt"])
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64])
+def test_onnx_outputs_equal_torch_on_random_planes(net, onnx_evaluator, batch) -> None:
+    planes = random_planes(batch, seed=batch)
+    logits, values = onnx_evaluator.forward(planes)
+    want_logits, want_values = reference(net, planes)
+    assert logits.dtype == np.float32 and logits.shape == (batch, encoding.NUM_ACTIONS)
+    assert values.dtype == np.float32 and values.shape == (batch,)
+    np.testing.assert_allclose(logits, want_logits, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(values, want_values, atol=1e-4, rtol=0)
+    assert float(np.abs(want_logits).max()) > 1.0  # the comparison is not between near-zero outputs
+
+
+def test_onnx_priors_and_values_equal_torch_on_real_positions(net, onnx_evaluator) -> None:
+    boards = random_positions(40, seed=5)
+    torch_evaluator = NetworkEvaluator(net, backend="torch")
+    requests = [torch_evaluator.prepare(b, list(b.legal_moves)) for b in boards]
+    want_priors, want_values = torch_evaluator.evaluate(requests)
+    priors, values = onnx_evaluator.evaluate(requests)
+    np.testing.assert_allclose(values, want_values, atol=1e-4, rtol=0)
+    for got, want, board in zip(priors, want_priors, boards):
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=0, err_msg=board.fen())
+    planes = encoding.encode_boards(boards)
+    for got, want in zip(onnx_evaluator.forward(planes), reference(net, planes)):
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
+
+
+def test_empty_batch(onnx_evaluator) -> None:
+    logits, values = onnx_evaluator.forward(np.zeros((0, encoding.NUM_PLANES, 8, 8), np.uint8))
+    assert logits.shape == (0, encoding.NUM_ACTIONS) and values.shape == (0,)
+
+
+def test_compiled_search_visits_the_same_with_both_backends(net) -> None:
+    """Same seed, same visit counts move after move: the backends' outputs differ by ~1e-7, far below
+    any difference of PUCT scores these searches compare (the policy/value tests above bound them)."""
+    config = SearchConfig(num_simulations=48, engine="compiled")
+    boards = random_positions(16, seed=3)
+    visits = {}
+    for backend in ("torch", "onnx"):
+        mcts, new_tree = build_search(NetworkEvaluator(net, backend=backend), config)
+        trees = [new_tree(board, seed) for seed, board in enumerate(boards)]
+        played = []
+        for _ in range(3):
+            trees = [tree for tree in trees if not tree.board.is_game_over()]
+            results = mcts.search(trees, add_noise=True, temperature=1.0)
+            played.append([(r.move.uci(), r.visit_counts.tolist()) for r in results])
+            for tree, result in zip(trees, results):
+                tree.advance(result.move)
+        visits[backend] = played
+    assert sum(len(row) for row in visits["torch"]) >= 40
+    assert visits["onnx"] == visits["torch"]
+
+
+def test_set_network_swaps_the_onnx_weights() -> None:
+    first, second = make_net(1), make_net(2)
+    evaluator = NetworkEvaluator(first, backend="onnx")
+    planes = random_planes(5, seed=9)
+    np.testing.assert_allclose(evaluator.forward(planes)[0], reference(first, planes)[0], atol=1e-4, rtol=0)
+    evaluator.set_network(second)
+    logits, values = evaluator.forward(planes)
+    want_logits, want_values = reference(second, planes)
+    np.testing.assert_allclose(logits, want_logits, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(values, want_values, atol=1e-4, rtol=0)
+    assert float(np.abs(want_logits - reference(first, planes)[0]).max()) > 0.1  # the two nets differ
+
+
+def test_onnx_session_follows_torch_threads(net) -> None:
+    backend = OnnxBackend(net)
+    assert backend.threads == torch.get_num_threads() == 1
+    planes = random_planes(4, seed=2)
+    before = backend(planes)
+    torch.set_num_threads(2)
+    try:
+        after = backend(planes)
+        assert backend.threads == 2
+        assert backend.session.get_session_options().intra_op_num_threads == 2
+    finally:
+        torch.set_num_threads(1)
+    for a, b in zip(before, after):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def _check_exported(path, net: PolicyValueNet) -> None:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["planes"]
+    assert session.get_inputs()[0].type == "tensor(uint8)"
+    assert [o.name for o in session.get_outputs()] == ["logits", "value"]
+    meta = session.get_modelmeta().custom_metadata_map
+    assert meta["format"] == "alphazero-chess-onnx" and meta["encoding_version"] == str(encoding.ENCODING_VERSION)
+    boards = random_positions(12, seed=7)
+    planes = encoding.encode_boards(boards)
+    for batch in (planes[:1], planes):  # the batch axis is dynamic
+        logits, value = session.run(None, {"planes": batch})
+        want_logits, want_value = reference(net, batch)
+        assert logits.shape == (len(batch), encoding.NUM_ACTIONS) and value.shape == (len(batch),)
+        np.testing.assert_allclose(logits, want_logits, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(value, want_value, atol=1e-4, rtol=0)
+
+
+def test_export_onnx_writes_a_model_onnxruntime_runs_to_the_same_outputs(tmp_path, capsys) -> None:
+    net = make_net(4)
+    save_network(net, tmp_path / "net.pt")
+    out = tmp_path / "out" / "net.onnx"
+    assert main(["export", "--onnx", str(tmp_path / "net.pt"), "--out", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    assert not [p for p in out.parent.iterdir() if p.name != "net.onnx"]  # no temporary file left
+    _check_exported(out, net)
+
+
+def test_export_onnx_of_a_run_directory_takes_its_best_network(tmp_path) -> None:
+    run = RunDirectory(tmp_path / "run")
+    nets = [make_net(10), make_net(11)]
+    for generation, net in enumerate(nets):
+        save_network(net, run.network_path(generation))
+    run.write_state(RunState(generation=1, best_generation=1))
+    assert main(["export", "--onnx", str(run.path), "--out", str(tmp_path / "best.onnx")]) == 0
+    _check_exported(tmp_path / "best.onnx", nets[1])
+
+
+@pytest.mark.parametrize("make_bad, word", [
+    (lambda tmp: tmp / "missing.pt", "missing.pt"),
+    (lambda tmp: (tmp / "bad.pt").write_bytes(b"not a network") and tmp / "bad.pt", "bad.pt"),
+    (lambda tmp: tmp, "state.json"),  # a directory that is not a run
+])
+def test_export_of_a_bad_network_exits_2_with_one_line(tmp_path, capsys, make_bad, word) -> None:
+    out = tmp_path / "x.onnx"
+    assert main(["export", "--onnx", str(make_bad(tmp_path)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("alphazero export: error:") and word in err
+    assert not out.exists()
+
+
+def test_export_needs_a_format_and_an_output(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "--out", "x.onnx"])
+    assert exit_.value.code == 2
+    assert "--onnx" in capsys.readouterr().err
+
