@@ -106,6 +106,16 @@ def bench_alphabeta() -> dict[str, Any]:
             "ab_nnue_nodes_per_s": round(ab_nnue_nodes_per_s())}
 
 
+def bench_nnue_training(seconds: float) -> dict[str, int]:
+    """NNUE training throughput (``alphazero.learn.nnue_train``): positions/s of the default net (``all``
+    768 -> 256x2 -> 1, batch 4096, AdamW) on one and on two torch threads."""
+    from alphazero.learn.nnue_train import nnue_train_positions_per_s
+
+    steps = max(2, int(seconds * 5))
+    return {f"nnue_train_positions_per_s_{threads}t": round(nnue_train_positions_per_s(threads, steps=steps))
+            for threads in (1, 2)}
+
+
 def bench_backends(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str) -> dict[str, int]:
     """The network's positions/s at batch 1 and at ``batch`` with each inference backend that runs on
     ``device`` (``net_batch1_per_s_torch``, ``net_batched_per_s_onnx``...)."""
@@ -149,6 +159,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "search_batched_sims_per_s_" + other: round(bench_search(net, other_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
         "search_overhead_us_per_sim": search_overhead_us_per_sim(seconds),
         **bench_alphabeta(),
+        **bench_nnue_training(seconds),
         "device": device,
         "torch": torch.__version__,
         "cpu": platform.processor() or platform.machine(),

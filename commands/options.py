@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 PLAYER_SPECS = ("players: mcts:PATH?sims=N&cpuct=C&algorithm=puct|gumbel | policy:PATH | random | greedy | "
-                "uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D | ab:material?depth=D&movetime=MS&nodes=N "
-                "(PATH: network file or run directory)")
+                "uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D | ab:material|NNUE?depth=D&movetime=MS&nodes=N "
+                "(PATH: network file or run directory; NNUE: a file `alphazero nnue train` wrote)")
 """The player spec grammar, the description of every command that takes player specs."""
 
 

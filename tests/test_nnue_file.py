@@ -251,3 +251,16 @@ def test_quantised_evaluation_is_within_the_quantisation_error_of_the_float_one(
 def positions():
     fs = parse_features("all")
     return [reference_features(board, fs) for board in _positions(1000)]
+
+
+def test_an_nnue_file_given_as_a_policy_value_network_is_named_as_such(tmp_path, capsys):
+    from commands.main import main
+
+    path = tmp_path / "eval.npz"
+    net = random_nnue("all", "perspective", 8, seed=0)
+    save_nnue(path, net.arrays, net.meta)
+    puzzles = tmp_path / "puzzles.csv"
+    puzzles.write_text("fen,best_uci\n6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1,a1a8\n")
+    assert main(["puzzles", str(puzzles), "--player", f"mcts:{path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "NNUE" in err and f"ab:{path}" in err and len(err.splitlines()) == 1

@@ -14,6 +14,8 @@ spec                                                      player
 ``ab:material?depth=D&movetime=MS&nodes=N&hash=MB``       alpha-beta on the compiled board, material and
                                                           PeSTO tables (``alphazero.search.ab_player``);
                                                           no limit given: 100 ms a move
+``ab:NNUE?depth=D&movetime=MS&nodes=N&hash=MB``           the same search evaluating with an NNUE file
+                                                          (``alphazero nnue train --out``), quantised
 ========================================================= ==================================================
 
 Every player answers ``choose_moves(boards)`` for many games at once (the network players batch

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,17 @@ def save_network(net: PolicyValueNet, path: str | os.PathLike, metadata: dict[st
     atomic_torch_save(net_to_payload(net, metadata), path)
 
 
+def _is_nnue_file(path: Path) -> bool:
+    """Whether ``path`` is an NNUE file (``alphazero.nets.nnue_file``: an npz with a feature transformer)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return "ft_weight.npy" in archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def load_network(path: str | os.PathLike) -> PolicyValueNet:
     """Read a network written by ``save_network``; errors name the file."""
+    if _is_nnue_file(Path(path)):
+        raise InputError(f"{path}: an NNUE evaluation network, not a policy/value network (play it as ab:{path})")
     return net_from_payload(safe_torch_load(path), str(path))
