@@ -50,6 +50,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--init", metavar="NET", help="start from this NNUE file (fine-tuning)")
     train.add_argument("--cache-dir", metavar="DIR", help="feature cache (default: nnue-cache/ beside --out)")
     train.add_argument("--restart", action="store_true", help="ignore a saved training state and start over")
+    train.add_argument("--keep-noisy", action="store_true",
+                       help="also train on noisy positions (side to move in check, or the best/played move captures "
+                            "or promotes); by default they are left out, as nnue-pytorch's smart FEN skipping does")
     train.set_defaults(func=run)
 
 
@@ -62,6 +65,6 @@ def run(args: argparse.Namespace) -> int:
     from alphazero.learn.nnue_train import TrainOptions, train_nnue
 
     given = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
-    options = TrainOptions(data=tuple(args.data), out=args.out, restart=args.restart, **given)
+    options = TrainOptions(data=tuple(args.data), out=args.out, restart=args.restart, keep_noisy=args.keep_noisy, **given)
     print(json.dumps(train_nnue(options)))
     return 0

@@ -37,7 +37,7 @@ PGN = ('[Event "a"]\n[Result "1-0"]\n\n1. e4 e5 2. Qh5 Nc6 3. Bc4 Nf6 4. Qxf7# 1
        '[Event "b"]\n[Result "1/2-1/2"]\n\n1. d4 d5 2. c4 c6 1/2-1/2\n\n'
        '[Event "c"]\n[Result "0-1"]\n\n1. f3 e5 2. g4 Qh4# 0-1\n\n'
        '[Event "d"]\n[Result "*"]\n\n1. e4 c5 *\n')
-SMALL = ["--l1", "16", "--batch-size", "64", "--threads", "1"]
+SMALL = ["--l1", "16", "--batch-size", "64", "--threads", "1", "--keep-noisy"]
 
 
 def write_label_csv(path: Path, rows) -> None:
@@ -391,3 +391,21 @@ def test_data_without_a_target_for_the_loss_is_refused_before_anything_is_writte
     code, _, text = nnue_train(capsys, "--data", str(games), "--out", str(tmp_path / "out" / "net.npz"), "--loss", "score")
     assert code == 2 and "no positions with a target for --loss score" in text
     assert not (tmp_path / "out").exists()
+
+
+def test_noisy_positions_are_left_out_unless_kept(tmp_path, capsys) -> None:
+    # Quiet: nothing to take, not in check. Noisy: the best move takes; the side to move is in check.
+    rows = ["fen,cp_stm,best_uci",
+            "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1,100,e2e4",
+            "4k3/8/8/3p4/4P3/8/8/4K3 w - - 0 1,120,e4d5",
+            "4k3/8/8/8/8/8/4r3/4K3 w - - 0 1,-500,e1e2",
+            "4k3/8/8/8/8/8/3P4/4K3 b - - 0 1,-90,e8d7"]
+    data = tmp_path / "mixed.csv"
+    data.write_text("\n".join(rows) + "\n")
+    common = ["--data", str(data), "--epochs", "1", "--held-out", "0", "--l1", "8", "--batch-size", "2"]
+    code, summary, text = nnue_train(capsys, *common, "--out", str(tmp_path / "quiet.npz"))
+    assert code == 0, text
+    assert summary["positions"] == 4 and summary["train_positions"] == 2  # the capture and the check left out
+    code, summary, text = nnue_train(capsys, *common, "--out", str(tmp_path / "all.npz"), "--keep-noisy")
+    assert code == 0, text
+    assert summary["train_positions"] == 4

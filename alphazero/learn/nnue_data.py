@@ -68,7 +68,7 @@ from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
 from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games
 
-DATA_FORMAT_VERSION = 1
+DATA_FORMAT_VERSION = 2  # 2: positions carry a noisy flag (in check, or the move that follows takes or promotes)
 PGN_VALUES = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}  # for White
 SCORE_COLUMNS = ("score_cp", "cp_stm", "cp")
 CHUNK = 4096  # positions featurised per batch_features call (bounded memory)
@@ -167,6 +167,9 @@ class PositionData:
     score_cp: np.ndarray  # float32 [P]: NaN none, +-inf mate
     result: np.ndarray  # float32 [P]: +1 / 0 / -1, NaN unknown
     groups: np.ndarray  # int64 [P]
+    # bool [P]: not a quiet position (side to move in check, or the best / played move captures or
+    # promotes): its score is about a tactic, which the search resolves, not the static evaluation.
+    noisy: np.ndarray
     kind: str = "csv"
 
     @property
@@ -174,15 +177,18 @@ class PositionData:
         return int(self.groups.shape[0])
 
     def subset(self, rows: np.ndarray) -> "PositionData":
-        return PositionData(self.features.take(rows), self.score_cp[rows], self.result[rows], self.groups[rows], self.kind)
+        return PositionData(self.features.take(rows), self.score_cp[rows], self.result[rows], self.groups[rows],
+                            self.noisy[rows], self.kind)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {**self.features.arrays(""), "score_cp": self.score_cp, "result": self.result, "groups": self.groups}
+        return {**self.features.arrays(""), "score_cp": self.score_cp, "result": self.result, "groups": self.groups,
+                "noisy": self.noisy}
 
     @staticmethod
     def from_arrays(arrays: dict[str, np.ndarray], kind: str) -> "PositionData":
         return PositionData(FeatureRows.from_arrays(arrays, ""), arrays["score_cp"].astype(np.float32, copy=False),
-                            arrays["result"].astype(np.float32, copy=False), arrays["groups"].astype(np.int64, copy=False), kind)
+                            arrays["result"].astype(np.float32, copy=False), arrays["groups"].astype(np.int64, copy=False),
+                            arrays["noisy"].astype(bool, copy=False), kind)
 
 
 @dataclass
@@ -229,7 +235,7 @@ def concat_data(parts: Sequence[Dataset]) -> Dataset:
         positions = [part for part in parts if isinstance(part, PositionData)]
         return PositionData(FeatureRows.concat([p.features for p in positions]),
                             np.concatenate([p.score_cp for p in positions]), np.concatenate([p.result for p in positions]),
-                            np.concatenate(groups), kind)
+                            np.concatenate(groups), np.concatenate([p.noisy for p in positions]), kind)
     triples = [part for part in parts if isinstance(part, PQRData)]
     if len(triples) != len(parts):
         raise ValueError("cannot mix positions and PQR triples")
@@ -321,10 +327,11 @@ class _Collected:
         self.parts: tuple[list[FeatureRows], ...] = ([], [], []) if pqr else ([],)
         self.score_cp: list[float] = []
         self.result: list[float] = []
+        self.noisy: list[bool] = []
         self.groups: list[int] = []
 
     def add(self, positions: Sequence[chess.Board | str], group: int, where: str = "",
-            score_cp: float = math.nan, result: float = math.nan) -> None:
+            score_cp: float = math.nan, result: float = math.nan, noisy: bool = False) -> None:
         for pending, position in zip(self.pending, positions):
             pending.append(position)
         self.wheres.append(where)
@@ -332,6 +339,7 @@ class _Collected:
         if not self.pqr:
             self.score_cp.append(score_cp)
             self.result.append(result)
+            self.noisy.append(noisy)
         if len(self.pending[0]) >= CHUNK:
             self.flush()
 
@@ -407,7 +415,9 @@ def _read_csv(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None
             if pqr is None:
                 # The compiled parser reads the FEN (python-chess would cost ~100x more per row); a FEN it
                 # refuses is named by _Collected with this line.
-                collected.add((fen,), reader.line_num, where, score_cp=_row_score(row, column, where))
+                best = row[column["best_uci"]].strip() if "best_uci" in column else ""
+                collected.add((fen,), reader.line_num, where, score_cp=_row_score(row, column, where),
+                              noisy=_noisy_fen(fen, best))
                 continue
             try:
                 board = parse_position_line(fen)
@@ -423,6 +433,26 @@ def _read_csv(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None
             pqr.add(board, move, reader.line_num)
 
 
+def is_noisy(board: chess.Board, move: chess.Move | None) -> bool:
+    """Not a quiet position: the side to move is in check, or ``move`` (the best or the played move)
+    captures or promotes (nnue-pytorch's "smart FEN skipping" leaves these out of training)."""
+    return board.is_check() or (move is not None and (board.is_capture(move) or move.promotion is not None))
+
+
+def _noisy_fen(fen: str, best_uci: str) -> bool:
+    """``is_noisy`` for a CSV row; a FEN python-chess cannot read counts as quiet here (the feature
+    parser names the line)."""
+    try:
+        board = chess.Board(fen)
+    except ValueError:
+        return False
+    try:
+        move = chess.Move.from_uci(best_uci) if best_uci else None
+    except ValueError:
+        move = None
+    return is_noisy(board, move)
+
+
 def _has_legal_move(board: chess.Board) -> bool:
     return any(True for _ in board.generate_legal_moves())
 
@@ -436,15 +466,16 @@ def _read_pgn(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None
                 if pqr is not None:
                     pqr.add(board, move, number)
                 else:
-                    _add_position(collected, board, white_value, math.nan, number)
+                    _add_position(collected, board, white_value, math.nan, number, move)
                 board.push(move)
             if pqr is None and _has_legal_move(board):
                 _add_position(collected, board, white_value, math.nan, number)
 
 
-def _add_position(collected: _Collected, board: chess.Board, white_value: float, score_cp: float, group: int) -> None:
+def _add_position(collected: _Collected, board: chess.Board, white_value: float, score_cp: float, group: int,
+                  move: chess.Move | None = None) -> None:
     result = white_value if board.turn == chess.WHITE else -white_value
-    collected.add((board.copy(stack=False),), group, score_cp=score_cp, result=result)
+    collected.add((board.copy(stack=False),), group, score_cp=score_cp, result=result, noisy=is_noisy(board, move))
 
 
 def _replay_games(path: Path) -> Iterator[tuple[str, Any, int, Any]]:
@@ -492,7 +523,7 @@ def _read_replay(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> N
                 if pqr is not None:
                     pqr.add(board, moves[ply], group)
                 else:
-                    _add_position(collected, board, white_value, score, group)
+                    _add_position(collected, board, white_value, score, group, moves[ply])
                 board.push(moves[ply])
             elif pqr is None:
                 _add_position(collected, board, white_value, score, group)
@@ -518,7 +549,7 @@ def read_source(path: str | os.PathLike, feature_set: Any, what: str = "position
     if pqr is not None:
         return PQRData(rows[0], rows[1], rows[2], groups, kind)
     return PositionData(rows[0], np.array(collected.score_cp, dtype=np.float32),
-                        np.array(collected.result, dtype=np.float32), groups, kind)
+                        np.array(collected.result, dtype=np.float32), groups, np.array(collected.noisy, dtype=bool), kind)
 
 
 # ---- cache ------------------------------------------------------------------------------------

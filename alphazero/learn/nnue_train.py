@@ -88,6 +88,7 @@ class TrainOptions:
     init: str | None = None
     cache_dir: str | None = None
     restart: bool = False
+    keep_noisy: bool = False  # false: train on quiet positions only (nnue_data.is_noisy), as nnue-pytorch does
 
 
 def _stderr(line: str) -> None:
@@ -202,12 +203,16 @@ def evaluate(net: NNUENet, data: Dataset, loss: str, wdl_lambda: float, batch_si
     return metrics
 
 
-def keep_trainable(data: Dataset, loss: str) -> Dataset:
-    """The positions that have a target under ``loss`` (all PQR triples)."""
+def keep_trainable(data: Dataset, loss: str, keep_noisy: bool = True) -> Dataset:
+    """The positions that have a target under ``loss`` (all PQR triples), without the noisy ones
+    (in check, or a capture or promotion to follow) unless ``keep_noisy``: the evaluation scores
+    the quiet leaves of a quiescence search, and a noisy position's score is about its tactic."""
     if isinstance(data, PQRData):
         return data
     has_score = ~np.isnan(data.score_cp)
     keep = has_score if loss == "score" else has_score | ~np.isnan(data.result)
+    if not keep_noisy:
+        keep &= ~data.noisy
     return data if keep.all() else data.subset(np.flatnonzero(keep))
 
 
@@ -336,7 +341,8 @@ def plot_losses(history: list[dict[str, Any]], path: Path, title: str) -> None:
 
 def _training_record(options: TrainOptions, config: NNUEConfig, sources: list[dict[str, Any]]) -> dict[str, Any]:
     """What a resumed run must agree on: everything that changes the result except ``epochs``."""
-    keep = ("loss", "wdl_lambda", "lr", "lr_decay", "weight_decay", "batch_size", "held_out", "seed", "init")
+    keep = ("loss", "wdl_lambda", "lr", "lr_decay", "weight_decay", "batch_size", "held_out", "seed", "init",
+            "keep_noisy")
     record = {key: value for key, value in asdict(options).items() if key in keep}
     record["net"] = config.as_dict()
     record["data"] = [s["key"] for s in sources]  # path, size, modification time (nnue_data.source_key)
@@ -362,7 +368,9 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     data, sources, write_caches = load_data(options.data, parse_features(config.features), cache_dir, what,
                                             options.seed, log)
     total = data.num_positions
-    data = keep_trainable(data, options.loss)
+    data = keep_trainable(data, options.loss, options.keep_noisy)
+    log(f"nnue data: {data.num_positions} of {total} positions trainable"
+        + ("" if options.keep_noisy else " (quiet positions only; --keep-noisy keeps the others)"))
     if data.num_positions == 0:
         raise InputError(f"{', '.join(options.data)}: no positions with a target for --loss {options.loss}"
                          + (" (it needs engine scores: a labelled CSV or a run's replay)" if options.loss == "score" else ""))
@@ -448,7 +456,8 @@ def synthetic_positions(num_positions: int, num_features: int = 768, seed: int =
     features = FeatureRows(stm[0], stm[1], nstm[0], nstm[1])
     score = rng.normal(0.0, 300.0, num_positions).astype(np.float32)
     result = rng.integers(-1, 2, num_positions).astype(np.float32)
-    return PositionData(features, score, result, np.arange(num_positions, dtype=np.int64), "synthetic")
+    return PositionData(features, score, result, np.arange(num_positions, dtype=np.int64),
+                        np.zeros(num_positions, dtype=bool), "synthetic")
 
 
 def nnue_train_positions_per_s(threads: int = 1, batch_size: int = DEFAULT_BATCH_SIZE, steps: int = 20,
