@@ -14,8 +14,9 @@ import torch
 
 from alphazero.board import encoding
 from alphazero.errors import InputError
-from alphazero.learn.nnue_data import PositionData, PQRData, q_to_cp, read_source, split_held_out
+from alphazero.learn.nnue_data import PositionData, PQRData, q_to_cp, read_source
 from alphazero.learn.nnue_train import TrainOptions, nnue_train_positions_per_s
+from alphazero.learn.positions import split_held_out
 from alphazero.learn.replay import GameRecord, write_shard
 from alphazero.nets.features import batch_features, parse_features
 from alphazero.nets.nnue import NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss

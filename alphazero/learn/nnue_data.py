@@ -243,22 +243,6 @@ def concat_data(parts: Sequence[Dataset]) -> Dataset:
                    FeatureRows.concat([t.r for t in triples]), np.concatenate(groups), kind)
 
 
-def split_held_out(data: Dataset, fraction: float, seed: int) -> tuple[Dataset, Dataset | None]:
-    """(train, held-out): a seeded ``fraction`` of the groups (games or rows) held out, at least one when
-    there are two groups or more and never all of them; None when nothing is held out."""
-    if not 0.0 <= fraction < 1.0:
-        raise InputError(f"--held-out must be in [0, 1), got {fraction}")
-    groups = np.unique(data.groups)
-    held_count = int(round(fraction * len(groups)))
-    if fraction > 0 and len(groups) >= 2:
-        held_count = max(held_count, 1)
-    held_count = min(held_count, len(groups) - 1)
-    held_groups = np.random.default_rng(seed).permutation(groups)[:held_count]
-    held = np.isin(data.groups, held_groups)
-    train = data.subset(np.flatnonzero(~held))
-    return train, (data.subset(np.flatnonzero(held)) if held.any() else None)
-
-
 # ---- sources ----------------------------------------------------------------------------------
 
 

@@ -47,7 +47,8 @@ import torch
 
 from alphazero.errors import InputError
 from alphazero.fileio import atomic_write, atomic_write_text
-from alphazero.learn.nnue_data import Dataset, FeatureRows, PositionData, PQRData, load_data, split_held_out
+from alphazero.learn.nnue_data import Dataset, FeatureRows, PositionData, PQRData, load_data
+from alphazero.learn.positions import split_held_out
 from alphazero.nets.nnue import SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
 
 STATE_FORMAT_VERSION = 1

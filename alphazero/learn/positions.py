@@ -29,10 +29,11 @@ import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TextIO, cast
+from typing import Callable, Iterable, Iterator, Protocol, TextIO, TypeVar, cast
 
 import chess
 import chess.pgn
+import numpy as np
 
 from alphazero.board.encoding import board_from_fen
 from alphazero.errors import InputError
@@ -246,3 +247,29 @@ def unique_fens(fens: Iterable[str], limit: int | None = None) -> list[str]:
             seen.add(key)
             out.append(fen)
     return out
+
+
+class _Grouped(Protocol):
+    groups: np.ndarray  # int64 [P]: the unit of the held-out split (a game, or a row)
+
+    def subset(self: Data, rows: np.ndarray) -> Data: ...
+
+
+Data = TypeVar("Data", bound=_Grouped)
+
+
+def split_held_out(data: Data, fraction: float, seed: int) -> tuple[Data, Data | None]:
+    """(train, held-out): a seeded ``fraction`` of the groups (games or rows) held out, at least one
+    when there are two groups or more and never all of them; None when nothing is held out. Shared by
+    ``pretrain`` and the NNUE data (anything with ``groups`` and ``subset(rows)``)."""
+    if not 0.0 <= fraction < 1.0:
+        raise InputError(f"--held-out must be in [0, 1), got {fraction}")
+    groups = np.unique(data.groups)
+    held_count = int(round(fraction * len(groups)))
+    if fraction > 0 and len(groups) >= 2:
+        held_count = max(held_count, 1)
+    held_count = min(held_count, len(groups) - 1)  # something is left to train on
+    held_groups = np.random.default_rng(seed).permutation(groups)[:held_count]
+    held = np.isin(data.groups, held_groups)
+    train = data.subset(np.flatnonzero(~held))
+    return train, (data.subset(np.flatnonzero(held)) if held.any() else None)

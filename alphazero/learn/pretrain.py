@@ -42,7 +42,7 @@ import torch
 from alphazero.board import encoding
 from alphazero.config import RunConfig
 from alphazero.errors import ConfigError, InputError
-from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games
+from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games, split_held_out
 from alphazero.learn.train import Learner
 from alphazero.nets.network import NetworkConfig, PolicyValueNet, load_network, net_to_payload, save_network
 
@@ -180,22 +180,6 @@ def read_data(path: str | os.PathLike) -> SupervisedData:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     return read_pgn_data(path) if path.suffix.lower() == ".pgn" else read_labelled_csv(path)
-
-
-def split_held_out(data: SupervisedData, fraction: float, seed: int) -> tuple[SupervisedData, SupervisedData | None]:
-    """(train, held-out): a seeded ``fraction`` of the groups (games or rows) held out, at least one
-    when there are two groups or more; None when nothing is held out."""
-    if not 0.0 <= fraction < 1.0:
-        raise InputError(f"--held-out must be in [0, 1), got {fraction}")
-    groups = np.unique(data.groups)
-    held_count = int(round(fraction * len(groups)))
-    if fraction > 0 and len(groups) >= 2:
-        held_count = max(held_count, 1)
-    held_count = min(held_count, len(groups) - 1)  # something is left to train on
-    held_groups = np.random.default_rng(seed).permutation(groups)[:held_count]
-    held = np.isin(data.groups, held_groups)
-    train = data.subset(np.flatnonzero(~held))
-    return train, (data.subset(np.flatnonzero(held)) if held.any() else None)
 
 
 class EpochSampler:

@@ -157,20 +157,10 @@ def _activate(x: np.ndarray, activation: str) -> np.ndarray:
     return x * x if activation == "screlu" else x
 
 
-@dataclass(frozen=True)
-class FloatNNUE:
-    """A float network as the file holds it. ``arrays``: float32 by the names in the module
-    docstring; ``meta``: checked (``check_meta``); ``features``: the parsed feature set."""
+class _Shape:
+    """The network's shape, read from its header (``meta``), for both the float and the integer form."""
 
-    arrays: dict[str, np.ndarray]
     meta: dict
-    features: FeatureSet
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, where: str = "NNUE") -> FloatNNUE:
-        """Check ``meta`` and ``arrays`` against each other (``InputError`` naming ``where``)."""
-        meta = check_meta(meta, where)
-        return cls(_check_arrays(arrays, meta, where), meta, parse_features(meta["features"]))
 
     @property
     def arch(self) -> str:
@@ -191,6 +181,22 @@ class FloatNNUE:
     @property
     def scale(self) -> float:
         return float(self.meta["scale"])
+
+
+@dataclass(frozen=True)
+class FloatNNUE(_Shape):
+    """A float network as the file holds it. ``arrays``: float32 by the names in the module
+    docstring; ``meta``: checked (``check_meta``); ``features``: the parsed feature set."""
+
+    arrays: dict[str, np.ndarray]
+    meta: dict
+    features: FeatureSet
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict, where: str = "NNUE") -> FloatNNUE:
+        """Check ``meta`` and ``arrays`` against each other (``InputError`` naming ``where``)."""
+        meta = check_meta(meta, where)
+        return cls(_check_arrays(arrays, meta, where), meta, parse_features(meta["features"]))
 
     def accumulator(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """[L1] float64: ``ft_bias`` plus the rows of the active features."""
@@ -308,7 +314,7 @@ def quantise(nnue: FloatNNUE, where: str = "NNUE") -> QuantisedNNUE:
 
 
 @dataclass(frozen=True)
-class QuantisedNNUE:
+class QuantisedNNUE(_Shape):
     """The integer network: ``arrays`` int16 (weights, ``ft_bias``) and int32 (``out_bias``,
     ``l2_bias``), same names and shapes as the float file; ``meta`` and ``features`` as ``FloatNNUE``'s.
     ``evaluate`` is the reference the compiled search (``alphazero.search.nnue_eval``) must equal."""
@@ -316,26 +322,6 @@ class QuantisedNNUE:
     arrays: dict[str, np.ndarray]
     meta: dict
     features: FeatureSet
-
-    @property
-    def arch(self) -> str:
-        return str(self.meta["arch"])
-
-    @property
-    def activation(self) -> str:
-        return str(self.meta["activation"])
-
-    @property
-    def l1(self) -> int:
-        return int(self.meta["l1"])
-
-    @property
-    def l2(self) -> int:
-        return int(self.meta["l2"])
-
-    @property
-    def scale(self) -> float:
-        return float(self.meta["scale"])
 
     @property
     def accumulator_bound(self) -> int:
