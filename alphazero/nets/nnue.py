@@ -55,7 +55,7 @@ from torch import nn
 ARCHS = ("simple", "perspective", "layered")
 ACTIVATIONS = ("crelu", "screlu")
 SCALE = 400.0  # centipawns per logit unit of the output
-WEIGHT_CLIP = 1.98  # bullet's clipping: every weight stays representable after quantisation (QB = 64, int8-safe)
+WEIGHT_CLIP = 1.98  # bullet's clipping: every weight stays representable after quantisation (1.98 * QB fits int16)
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,8 @@ def _dot(row, w, l1, screlu):
 
 @njit(cache=True)
 def _output(header, weights, stm_row, nstm_row):
-    """The raw output (QA * QB units) from the two accumulators, side to move first."""
+    """The raw output (QA * QB units, the constants of ``nnue_file`` frozen at compile time) from the two
+    accumulators, side to move first."""
     l1 = header[H_L1]
     arch = header[H_ARCH]
     screlu = header[H_ACT] == ACT_SCRELU
