@@ -53,6 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--keep-noisy", action="store_true",
                        help="also train on noisy positions (side to move in check, or the best/played move captures "
                             "or promotes); by default they are left out, as nnue-pytorch's smart FEN skipping does")
+    train.add_argument("--mirror", action="store_true",
+                       help="also train on every position without castling rights flipped left-right (files a <-> h; "
+                            "chess is symmetric under that flip): twice the positions for the same labels")
     train.set_defaults(func=run)
 
 
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from alphazero.learn.nnue_train import TrainOptions, train_nnue
 
     given = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
-    options = TrainOptions(data=tuple(args.data), out=args.out, restart=args.restart, keep_noisy=args.keep_noisy, **given)
+    options = TrainOptions(data=tuple(args.data), out=args.out, restart=args.restart, keep_noisy=args.keep_noisy,
+                           mirror=args.mirror, **given)
     print(json.dumps(train_nnue(options)))
     return 0

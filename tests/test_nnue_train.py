@@ -410,3 +410,34 @@ def test_noisy_positions_are_left_out_unless_kept(tmp_path, capsys) -> None:
     code, summary, text = nnue_train(capsys, *common, "--out", str(tmp_path / "all.npz"), "--keep-noisy")
     assert code == 0, text
     assert summary["train_positions"] == 4
+
+
+def test_mirroring_adds_each_position_without_castling_rights_flipped_in_its_own_group(tmp_path, capsys) -> None:
+    rows = ["fen,cp_stm,best_uci",
+            "4k3/8/8/8/8/8/1P6/4K3 w - - 0 1,100,b2b4",  # no castling rights: flipped
+            "4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 2,40,e5d6",  # en passant on d6: flipped to e6
+            "r3k3/8/8/8/8/8/8/4K2R w Kq - 0 1,10,e1g1"]  # castling rights: kept as it is
+    path = tmp_path / "sym.csv"
+    path.write_text("\n".join(rows) + "\n")
+    fs = parse_features("all+pv")
+    plain = read_source(path, fs)
+    mirrored = read_source(path, fs, mirror=True)
+    assert plain.num_positions == 3 and mirrored.num_positions == 5
+    assert list(mirrored.groups) == [2, 2, 3, 3, 4] and list(mirrored.score_cp) == [100, 100, 40, 40, 10]
+    # The flipped rows are the features of python-chess's own horizontal flip of each position.
+    for row, fen in ((1, rows[1]), (3, rows[2])):
+        flipped = chess.Board(fen.split(",")[0]).transform(chess.flip_horizontal)
+        expected = batch_features([flipped], fs).position(0)
+        got = mirrored.features.take(np.array([row]))
+        assert list(got.stm_index) == list(expected[0]) and list(got.nstm_index) == list(expected[1])
+        assert list(expected[0]) != list(batch_features([chess.Board(fen.split(",")[0])], fs).position(0)[0])
+    games = tmp_path / "games.pgn"  # games give python-chess boards: the same rule
+    games.write_text(PGN + '\n[Event "e"]\n[SetUp "1"]\n[FEN "4k3/8/8/8/8/8/1P6/4K3 w - - 0 1"]\n[Result "*"]\n\n1. b4 Ke7 *\n')
+    assert read_source(games, fs, mirror=True).num_positions == read_source(games, fs).num_positions + 3
+    common = ["--data", str(path), "--epochs", "1", "--held-out", "0", "--l1", "8", "--batch-size", "2", "--keep-noisy"]
+    code, summary, text = nnue_train(capsys, *common, "--out", str(tmp_path / "m.npz"), "--mirror")
+    assert code == 0, text
+    assert summary["positions"] == 5 and summary["train_positions"] == 5
+    code, summary, text = nnue_train(capsys, *common, "--out", str(tmp_path / "p.npz"))  # the same cache dir
+    assert code == 0, text
+    assert summary["positions"] == 3

@@ -23,6 +23,11 @@ Sources (``source_kind``: a directory is a run, ``.pgn`` is games, anything else
   can so be trained with no engine at all. Recorded positions are found in the game by their packed
   planes (the ply byte first, then all 122 bytes), in order.
 
+Mirroring (``mirror``, off by default): chess is symmetric under a left-right flip of the board except
+for castling, so every position without castling rights is added a second time flipped (files a <-> h,
+the en-passant square with them), with the same targets and in the same held-out group as the
+original: twice the positions for the same labels. Positions with castling rights are not flipped.
+
 PQR triples (the thesis's training method): P a position, Q the position after the move played (the
 game's move; a CSV's ``best_uci``), R the position after a uniformly random other legal move (seeded);
 positions with a single legal move (no R) and final positions are skipped.
@@ -38,7 +43,8 @@ Arrays (one row per position; the CSR layout ``torch.nn.EmbeddingBag`` takes):
 
 Cache: one uncompressed ``.npz`` per source file and feature set in a cache directory, named
 ``NAME-WHAT-KEY.npz`` where KEY hashes the source's absolute path, size and modification time (every
-shard's, for a run), the canonical feature spec, ``DATA_FORMAT_VERSION`` and, for PQR, the seed. A stale
+shard's, for a run), the canonical feature spec, ``DATA_FORMAT_VERSION``, whether mirrored and, for
+PQR, the seed. A stale
 or damaged cache file is rebuilt, never trusted. Caches are written only once every source has parsed
 (and the trainer has accepted the data: ``load_data`` hands back ``write_caches``).
 
@@ -299,13 +305,41 @@ def _row_score(row: list[str], column: dict[str, int], where: str) -> float:
     return math.nan
 
 
+def mirror_fen(fen: str) -> str | None:
+    """The FEN flipped left-right (files a <-> h), or None when a side may still castle (the flip has
+    no castling equivalent) or the text is not a FEN's shape (the original's parse then names it)."""
+    fields = fen.split()
+    if len(fields) < 4 or fields[2] != "-":
+        return None
+    ranks = fields[0].split("/")
+    if len(ranks) != 8:
+        return None
+    flipped = ["".join(reversed(rank)) for rank in ranks]
+    ep = fields[3]
+    if ep != "-":
+        if len(ep) != 2 or ep[0] not in "abcdefgh":
+            return None
+        ep = chr(ord("a") + ord("h") - ord(ep[0])) + ep[1]
+    return " ".join(["/".join(flipped), fields[1], "-", ep, *fields[4:]])
+
+
+def _mirrored(position: chess.Board | str) -> chess.Board | str | None:
+    if isinstance(position, str):
+        return mirror_fen(position)
+    if position.castling_rights:
+        return None
+    return position.transform(chess.flip_horizontal)
+
+
 class _Collected:
     """What a reader collects: targets as lists, positions (boards or FEN strings) featurised CHUNK at a
-    time (python-chess boards are ~1 KB each; millions of them must not sit in memory)."""
+    time (python-chess boards are ~1 KB each; millions of them must not sit in memory). ``mirror``: a
+    position without castling rights is added again flipped left-right (module docstring)."""
 
-    def __init__(self, feature_set: Any, pqr: bool) -> None:
+    def __init__(self, feature_set: Any, pqr: bool, mirror: bool = False) -> None:
         self.feature_set = feature_set
         self.pqr = pqr
+        self.mirror = mirror and not pqr
         self.pending: tuple[list[chess.Board | str], ...] = ([], [], []) if pqr else ([],)  # P (, Q, R)
         self.wheres: list[str] = []  # FILE:LINE of each pending position, for a FEN the parser refuses
         self.parts: tuple[list[FeatureRows], ...] = ([], [], []) if pqr else ([],)
@@ -324,6 +358,12 @@ class _Collected:
             self.score_cp.append(score_cp)
             self.result.append(result)
             self.noisy.append(noisy)
+        if self.mirror:
+            flipped = _mirrored(positions[0])
+            if flipped is not None:
+                self.mirror = False
+                self.add((flipped,), group, f"{where} (mirrored)" if where else "", score_cp, result, noisy)
+                self.mirror = True
         if len(self.pending[0]) >= CHUNK:
             self.flush()
 
@@ -517,12 +557,14 @@ def _read_replay(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> N
         group += 1
 
 
-def read_source(path: str | os.PathLike, feature_set: Any, what: str = "positions", seed: int = 0) -> Dataset:
-    """``path`` (any source, module docstring) as feature rows: ``what`` is ``positions`` or ``pqr``. Slow
-    (python-chess parses every position): ``load_data`` caches the result."""
+def read_source(path: str | os.PathLike, feature_set: Any, what: str = "positions", seed: int = 0,
+                mirror: bool = False) -> Dataset:
+    """``path`` (any source, module docstring) as feature rows: ``what`` is ``positions`` or ``pqr``;
+    ``mirror`` adds the flipped positions (module docstring). Slow (python-chess parses every
+    position): ``load_data`` caches the result."""
     path = Path(path)
     kind = source_kind(path)
-    collected = _Collected(feature_set, pqr=what == "pqr")
+    collected = _Collected(feature_set, pqr=what == "pqr", mirror=mirror)
     pqr = _PQRPicker(collected, seed) if what == "pqr" else None
     readers = {"csv": _read_csv, "pgn": _read_pgn, "replay": _read_replay}
     readers[kind](path, collected, pqr)
@@ -539,7 +581,7 @@ def read_source(path: str | os.PathLike, feature_set: Any, what: str = "position
 # ---- cache ------------------------------------------------------------------------------------
 
 
-def source_key(path: str | os.PathLike, spec: str, what: str, seed: int) -> str:
+def source_key(path: str | os.PathLike, spec: str, what: str, seed: int, mirror: bool = False) -> str:
     """The cache key of a source (module docstring): a hex digest."""
     path = Path(path).resolve()
     if path.is_dir():
@@ -549,13 +591,14 @@ def source_key(path: str | os.PathLike, spec: str, what: str, seed: int) -> str:
         stat = path.stat()
         stamp = [stat.st_size, stat.st_mtime_ns]
     key = {"path": str(path), "stamp": stamp, "features": spec, "what": what, "version": DATA_FORMAT_VERSION,
-           "seed": seed if what == "pqr" else None}
+           "seed": seed if what == "pqr" else None, "mirror": mirror and what != "pqr"}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:20]
 
 
-def cache_path(cache_dir: str | os.PathLike, path: str | os.PathLike, spec: str, what: str, seed: int) -> Path:
+def cache_path(cache_dir: str | os.PathLike, path: str | os.PathLike, spec: str, what: str, seed: int,
+               mirror: bool = False) -> Path:
     name = Path(path).resolve().name or "data"
-    return Path(cache_dir) / f"{name}-{what}-{source_key(path, spec, what, seed)}.npz"
+    return Path(cache_dir) / f"{name}-{what}-{source_key(path, spec, what, seed, mirror)}.npz"
 
 
 def _read_cache(file: Path, kind: str, what: str) -> Dataset | None:
@@ -577,8 +620,8 @@ def _write_cache(file: Path, data: Dataset, what: str, source: str) -> None:
 
 
 def load_data(paths: Sequence[str | os.PathLike], feature_set: Any, cache_dir: str | os.PathLike | None,
-              what: str = "positions", seed: int = 0,
-              log: Log | None = None) -> tuple[Dataset, list[dict[str, Any]], Callable[[], None]]:
+              what: str = "positions", seed: int = 0, log: Log | None = None,
+              mirror: bool = False) -> tuple[Dataset, list[dict[str, Any]], Callable[[], None]]:
     """Every source in ``paths`` as one data set, from the cache where it is current. Returns the data, one
     record per source (path, kind, rows, cached, its cache key) and ``write_caches()``, which writes the
     cache files of the sources that were parsed: the caller runs it once it has accepted the data, so a
@@ -590,20 +633,20 @@ def load_data(paths: Sequence[str | os.PathLike], feature_set: Any, cache_dir: s
     pending: list[tuple[Path, Dataset, str]] = []
     for path in paths:
         kind = source_kind(path)
-        file = cache_path(cache_dir, path, spec, what, seed) if cache_dir is not None else None
+        file = cache_path(cache_dir, path, spec, what, seed, mirror) if cache_dir is not None else None
         data = _read_cache(file, kind, what) if file is not None and file.is_file() else None
         cached = data is not None
         if data is None:
             started = time.perf_counter()
             log(f"nnue data: reading {path} ({kind}, {what}, features {spec})")
-            data = read_source(path, feature_set, what, seed)
+            data = read_source(path, feature_set, what, seed, mirror)
             log(f"nnue data: {data.num_positions} {'triples' if what == 'pqr' else 'positions'} from {path} "
                 f"in {time.perf_counter() - started:.1f} s")
             if file is not None:
                 pending.append((file, data, str(path)))
         parts.append(data)
         sources.append({"path": str(path), "kind": kind, "rows": data.num_positions, "cached": cached,
-                        "key": source_key(path, spec, what, seed)})
+                        "key": source_key(path, spec, what, seed, mirror)})
 
     def write_caches() -> None:
         for file, part, source in pending:

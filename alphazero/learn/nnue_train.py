@@ -90,6 +90,7 @@ class TrainOptions:
     cache_dir: str | None = None
     restart: bool = False
     keep_noisy: bool = False  # false: train on quiet positions only (nnue_data.is_noisy), as nnue-pytorch does
+    mirror: bool = False  # add each position without castling rights flipped left-right (nnue_data)
 
 
 def _stderr(line: str) -> None:
@@ -343,7 +344,7 @@ def plot_losses(history: list[dict[str, Any]], path: Path, title: str) -> None:
 def _training_record(options: TrainOptions, config: NNUEConfig, sources: list[dict[str, Any]]) -> dict[str, Any]:
     """What a resumed run must agree on: everything that changes the result except ``epochs``."""
     keep = ("loss", "wdl_lambda", "lr", "lr_decay", "weight_decay", "batch_size", "held_out", "seed", "init",
-            "keep_noisy")
+            "keep_noisy", "mirror")
     record = {key: value for key, value in asdict(options).items() if key in keep}
     record["net"] = config.as_dict()
     record["data"] = [s["key"] for s in sources]  # path, size, modification time (nnue_data.source_key)
@@ -367,7 +368,7 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     what = "pqr" if options.loss == "pqr" else "positions"
     started = time.perf_counter()
     data, sources, write_caches = load_data(options.data, parse_features(config.features), cache_dir, what,
-                                            options.seed, log)
+                                            options.seed, log, mirror=options.mirror)
     total = data.num_positions
     data = keep_trainable(data, options.loss, options.keep_noisy)
     log(f"nnue data: {data.num_positions} of {total} positions trainable"
