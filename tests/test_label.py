@@ -139,3 +139,44 @@ def test_label_on_ray_workers(tmp_path, capsys) -> None:
     assert sorted(row["fen"].split()[:4] for row in rows) == sorted(
         line.split()[:4] for line in (AFTER_E4, MATE_IN_ONE, ITALIAN_EPD))
     assert {row["best_uci"] for row in rows if row["mate"]} == {"a1a8"}
+
+
+FAKE_ENGINE = '''import sys
+fen = ""
+for line in sys.stdin:
+    words = line.split()
+    if words[:1] == ["uci"]:
+        print("id name fake\\noption name Hash type spin default 16 min 1 max 64\\nuciok", flush=True)
+    elif words[:1] == ["isready"]:
+        print("readyok", flush=True)
+    elif words[:2] == ["position", "fen"]:
+        fen = " ".join(words[2:])
+    elif words[:1] == ["go"]:
+        if fen.startswith("6k1"):
+            sys.exit(3)  # dies on this position
+        print("info depth 1 score cp 7 lowerbound", flush=True)
+        print("info string not a score", flush=True)
+        print("info depth 2 seldepth 3 multipv 1 score cp -12 wdl 100 450 450 nodes 40 pv e7e5 g1f3", flush=True)
+        print("bestmove e7e5 ponder g1f3", flush=True)
+    elif words[:1] == ["quit"]:
+        break
+'''
+
+
+def test_an_engine_that_dies_fails_one_position_and_is_restarted(tmp_path, capsys) -> None:
+    import sys
+
+    engine = tmp_path / "fake_engine.py"
+    engine.write_text(FAKE_ENGINE)
+    positions = tmp_path / "p.epd"
+    after_d4 = "rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq - 0 1"
+    positions.write_text(f"{AFTER_E4}\n{MATE_IN_ONE}\n{after_d4}\n")
+    out = tmp_path / "labels.csv"
+    code, summary, err = label(capsys, str(positions), "--engine", f"uci:{sys.executable} {engine}?Hash=8&depth=2",
+                               "--out", str(out))
+    assert code == 0 and summary["labelled"] == 2 and summary["failed"] == 1, err
+    assert "6k1/5ppp" in err and "engine failed" in err and "exited" in err
+    rows = read_rows(out)
+    assert [row["fen"] for row in rows] == [AFTER_E4, after_d4]
+    assert [(row["score_cp"], row["mate"], row["best_uci"], row["wdl_win"], row["wdl_draw"], row["wdl_loss"])
+            for row in rows] == [("-12", "", "e7e5", "100", "450", "450")] * 2

@@ -32,11 +32,13 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shlex
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import chess
 import chess.engine
@@ -58,8 +60,121 @@ class Labelled:
     error: str = ""
 
 
+class EngineFailed(RuntimeError):
+    """The engine process died, or answered outside the UCI protocol."""
+
+
+def go_command(limit: chess.engine.Limit) -> str:
+    """The UCI ``go`` line for a spec's limit (``depth``, ``nodes``, ``movetime``; any together)."""
+    parts = ["go"]
+    if limit.depth is not None:
+        parts += ["depth", str(limit.depth)]
+    if limit.nodes is not None:
+        parts += ["nodes", str(limit.nodes)]
+    if limit.time is not None:
+        parts += ["movetime", str(max(1, round(limit.time * 1000)))]
+    return " ".join(parts)
+
+
+def parse_info(line: str) -> dict[str, Any]:
+    """The fields of a UCI ``info`` line a label needs: ``cp`` or ``mate``, ``wdl`` (three ints), ``pv``
+    (move strings); absent fields are absent."""
+    tokens = line.split()
+    found: dict[str, Any] = {}
+    i = 1
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "score" and i + 2 < len(tokens) and tokens[i + 1] in ("cp", "mate"):
+            found[tokens[i + 1]] = int(tokens[i + 2])
+            i += 3
+            continue  # a "lowerbound" / "upperbound" after it is skipped below as an unknown token
+        if token == "wdl" and i + 3 < len(tokens):
+            found["wdl"] = (int(tokens[i + 1]), int(tokens[i + 2]), int(tokens[i + 3]))
+            i += 4
+            continue
+        if token == "pv":
+            found["pv"] = tokens[i + 1:]
+            break
+        if token == "string":
+            break
+        i += 1
+    return found
+
+
+class _PipeEngine:
+    """A UCI engine spoken to over its pipes, one search at a time: ``analyse(fen)`` sends ``position`` and
+    ``go`` and reads to ``bestmove``. python-chess's engine API costs about 2 ms of CPU a call in its
+    event-loop thread, twice what Stockfish spends at depth 6 (measured, docs/RESULTS.md); this costs
+    a line parse per ``info`` line. Options are checked and set by python-chess first (``Labeller``)."""
+
+    def __init__(self, command: str, options: dict[str, str]) -> None:
+        self.process = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self._send("uci")
+        self._read_until("uciok")
+        for name, value in options.items():
+            self._send(f"setoption name {name} value {value}")
+        self._send("isready")
+        self._read_until("readyok")
+
+    def _send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise EngineFailed(f"the engine's input closed ({error})") from None
+
+    def _readline(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise EngineFailed(f"the engine exited (code {self.process.poll()})")
+        return line
+
+    def _read_until(self, word: str) -> None:
+        while self._readline().split()[:1] != [word]:
+            pass
+
+    def analyse(self, fen: str, go: str) -> tuple[dict[str, Any], str]:
+        """(the last ``info`` with a score, merged with earlier ones' wdl/pv of the same depth; bestmove)."""
+        self._send(f"position fen {fen}")
+        self._send(go)
+        info: dict[str, Any] = {}
+        while True:
+            line = self._readline()
+            head = line.split()[:2]
+            if not head:
+                continue
+            if head[0] == "info":
+                try:
+                    fields = parse_info(line)
+                except ValueError:
+                    raise EngineFailed(f"unreadable info line {line.strip()!r}") from None
+                if "cp" in fields or "mate" in fields:
+                    info = fields
+            elif head[0] == "bestmove":
+                return info, head[1] if len(head) > 1 else ""
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self._send("quit")
+                self.process.wait(timeout=5)
+            except (EngineFailed, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
 class Labeller:
-    """One UCI engine process; ``label(fens)`` analyses each position to the spec's limit (slow)."""
+    """One UCI engine process; ``label(fens)`` analyses each position to the spec's limit (slow).
+
+    python-chess starts the engine once to check the spec's options (a bad name or value is an
+    ``InputError``) and to learn the engine's option names; the positions then go over the pipes
+    (``_PipeEngine``)."""
 
     def __init__(self, engine_spec: str) -> None:
         try:
@@ -67,56 +182,59 @@ class Labeller:
         except ValueError as error:
             raise InputError(f"--engine: {error}") from None
         self.spec = engine_spec
-        self.player: UCIPlayer | None = None
+        self.go = go_command(self.limit)
+        try:
+            checker = UCIPlayer(self.command, self.options, self.limit, name=self.spec)
+        except ValueError as error:
+            raise InputError(f"--engine: {error}") from None
+        engine = checker.engine
+        names = {name.lower(): name for name in engine.options}
+        self.engine_options = {names[key.lower()]: value for key, value in self.options.items()}
+        if "uci_showwdl" in names and "uci_showwdl" not in {key.lower() for key in self.options}:
+            self.engine_options[names["uci_showwdl"]] = "true"
+        checker.close()
+        self.engine: _PipeEngine | None = None
         self._start()
 
     def _start(self) -> None:
         try:
-            self.player = UCIPlayer(self.command, self.options, self.limit, name=self.spec)
-        except ValueError as error:
-            raise InputError(f"--engine: {error}") from None
-        engine = self.player.engine
-        wanted = {key.lower() for key in self.options}
-        if "UCI_ShowWDL" in engine.options and "uci_showwdl" not in wanted:
-            engine.configure({"UCI_ShowWDL": True})
+            self.engine = _PipeEngine(self.command, self.engine_options)
+        except (OSError, EngineFailed) as error:
+            raise InputError(f"--engine: {self.command!r} could not be started: {error}") from None
 
     def label_one(self, fen: str) -> Labelled:
         """One position; an engine that dies or errs is restarted and the position reported as failed."""
         board = chess.Board(fen)
-        player = self.player
-        assert player is not None, "the engine is started in __init__ and after every failure"
+        engine = self.engine
+        assert engine is not None, "the engine is started in __init__ and after every failure"
         try:
-            info = player.engine.analyse(board, self.limit)
-            pv = info.get("pv") or []
-            best = pv[0] if pv else player.engine.play(board, self.limit).move
-        except (chess.engine.EngineError, chess.engine.EngineTerminatedError) as error:
+            info, bestmove = engine.analyse(board.fen(), self.go)
+        except EngineFailed as error:
             self.close()
             self._start()
-            return Labelled(fen, None, f"engine failed ({type(error).__name__}: {error})")
-        if best is None or best not in board.legal_moves:
-            return Labelled(fen, None, f"engine gave no legal best move ({best})")
-        score = info.get("score")
-        cp = mate = ""
-        if score is not None:
-            relative = score.relative
-            if relative.is_mate():
-                mate = str(relative.mate())
-            else:
-                cp = str(relative.score())
+            return Labelled(fen, None, f"engine failed ({error})")
+        pv = info.get("pv") or []
+        text = pv[0] if pv else bestmove
+        try:
+            best = chess.Move.from_uci(text)
+        except ValueError:
+            best = None
+        if not best or best not in board.legal_moves:
+            return Labelled(fen, None, f"engine gave no legal best move ({text or None})")
+        cp = str(info["cp"]) if "cp" in info else ""
+        mate = str(info["mate"]) if "mate" in info else ""
         win = draw = loss = ""
-        wdl = info.get("wdl")
-        if wdl is not None:
-            relative_wdl = wdl.relative
-            win, draw, loss = str(relative_wdl.wins), str(relative_wdl.draws), str(relative_wdl.losses)
+        if "wdl" in info:
+            win, draw, loss = (str(value) for value in info["wdl"])
         return Labelled(fen, (fen, cp, mate, best.uci(), win, draw, loss))
 
     def label(self, fens: Sequence[str]) -> list[Labelled]:
         return [self.label_one(fen) for fen in fens]
 
     def close(self) -> None:
-        if self.player is not None:
-            self.player.close()
-            self.player = None
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
 
 
 # ---- the label file ---------------------------------------------------------------------------
