@@ -98,7 +98,7 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
 def bench_alphabeta() -> dict[str, Any]:
     """The compiled board and alpha-beta, one core (``alphazero.search.ab_bench``): perft leaves/s
     (start position, depth 5), ``ab:material`` search nodes/s over ten middlegames to depth 8, and
-    the same positions searched with the default NNUE (features all, perspective, L1 256, crelu,
+    the same positions searched with the default NNUE (features all, perspective, L1 128, crelu,
     quantised; random weights of that shape), per CPU second."""
     from alphazero.search.ab_bench import ab_nnue_nodes_per_s, ab_nodes_per_s, perft_nodes_per_s
 
@@ -108,7 +108,7 @@ def bench_alphabeta() -> dict[str, Any]:
 
 def bench_nnue_training(seconds: float) -> dict[str, int]:
     """NNUE training throughput (``alphazero.learn.nnue_train``): positions/s of the default net (``all``
-    768 -> 256x2 -> 1, batch 4096, AdamW) on one and on two torch threads."""
+    768 -> 128x2 -> 1, batch 4096, AdamW) on one and on two torch threads."""
     from alphazero.learn.nnue_train import nnue_train_positions_per_s
 
     steps = max(2, int(seconds * 5))

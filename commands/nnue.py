@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--features", metavar="SPEC",
                        help="feature set, blocks joined by '+', e.g. all, all+pv, ka (default all)")
     train.add_argument("--arch", choices=ARCHS, help="network (default perspective: F -> L1x2 -> 1)")
-    train.add_argument("--l1", type=int, help="accumulator width (default 256)")
+    train.add_argument("--l1", type=int, help="accumulator width (default 128)")
     train.add_argument("--l2", type=int, help="hidden layer width of the layered net (default 32)")
     train.add_argument("--activation", choices=ACTIVATIONS, help="default crelu")
     train.add_argument("--loss", choices=LOSSES,

@@ -264,3 +264,21 @@ def test_an_nnue_file_given_as_a_policy_value_network_is_named_as_such(tmp_path,
     assert main(["puzzles", str(puzzles), "--player", f"mcts:{path}"]) == 2
     err = capsys.readouterr().err.strip()
     assert "NNUE" in err and f"ab:{path}" in err and len(err.splitlines()) == 1
+
+
+def test_the_shipped_net_loads_and_knows_material() -> None:
+    """docs/nets/nnue-all-128.npz (the net docs/RESULTS.md measures): the quantised net says the start is
+    about level, a queen up is winning for whoever has it, from either side to move."""
+    from pathlib import Path
+
+    net = load_nnue(Path(__file__).resolve().parent.parent / "docs" / "nets" / "nnue-all-128.npz")
+    assert (net.meta["features"], net.arch, net.l1) == ("all", "perspective", 128)
+    q = quantise(net)
+    fs = parse_features("all")
+
+    def cp(fen: str) -> int:
+        return q.evaluate(*reference_features(chess.Board(fen), fs))
+
+    assert abs(cp(chess.STARTING_FEN)) < 100
+    queen_up = "rnb1kbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"  # Black's queen is gone
+    assert cp(queen_up) > 500 and cp(queen_up.replace(" w ", " b ")) < -500

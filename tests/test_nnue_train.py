@@ -371,7 +371,7 @@ def test_the_help_quotes_the_trainers_defaults() -> None:
     train = build_parser()._subparsers._group_actions[0].choices["nnue"]._subparsers._group_actions[0].choices["train"]
     text = " ".join(train.format_help().split())
     defaults = TrainOptions(data=(), out="")
-    for quoted in ("all", "perspective", defaults_l1 := "256", "32", "crelu", "10", "1e-3", "0.95", "4096", "0.1"):
+    for quoted in ("all", "perspective", defaults_l1 := "128", "32", "crelu", "10", "1e-3", "0.95", "4096", "0.1"):
         assert f"default {quoted}" in text, quoted
     assert (defaults.features, defaults.arch, defaults.activation) == (None, None, None)  # resolved in resolve_config
     from alphazero.learn import nnue_train as trainer

@@ -55,7 +55,7 @@ STATE_FORMAT_VERSION = 1
 LOSSES = ("sigmoid-mse", "score", "pqr")
 DEFAULT_FEATURES = "all"
 DEFAULT_ARCH = "perspective"
-DEFAULT_L1 = 256
+DEFAULT_L1 = 128  # measured: 128 beats 256 at 0.7-1.5M labels (docs/RESULTS.md)
 DEFAULT_L2 = 32
 DEFAULT_ACTIVATION = "crelu"
 DEFAULT_BATCH_SIZE = 4096
@@ -464,7 +464,7 @@ def synthetic_positions(num_positions: int, num_features: int = 768, seed: int =
 
 def nnue_train_positions_per_s(threads: int = 1, batch_size: int = DEFAULT_BATCH_SIZE, steps: int = 20,
                                seed: int = 0) -> float:
-    """Training throughput (positions per second) of the default net (``all`` 768 -> 256x2 -> 1, crelu,
+    """Training throughput (positions per second) of the default net (``all`` 768 -> 128x2 -> 1, crelu,
     sigmoid-MSE, AdamW) on ``threads`` torch threads: ``steps`` timed steps after two warm-up steps, each
     a full step as the trainer takes it (batch gather from a larger set, forward, backward, update, clip)."""
     previous = torch.get_num_threads()

@@ -65,7 +65,7 @@ class NNUEConfig:
     features: str = "all"
     num_features: int = 768
     arch: str = "perspective"
-    l1: int = 256
+    l1: int = 128
     l2: int = 32
     activation: str = "crelu"
 

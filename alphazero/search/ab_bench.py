@@ -5,7 +5,7 @@ Owns the fixed positions and the figures ``alphazero bench --json`` reports for 
 not played), ``ab_nodes_per_s`` (``ab:material`` searching ``MIDDLEGAMES`` to a fixed depth, each
 from an empty table), ``nodes_to_depth`` (the same search's node count, how pruning is judged),
 ``ab_nnue_nodes_per_s`` (the same positions searched with the default NNUE, ``DEFAULT_NNUE``: features
-``all``, arch perspective, L1 256, crelu, quantised; random weights of that shape unless a file is
+``all``, arch perspective, L1 128, crelu, quantised; random weights of that shape unless a file is
 given, since the rate depends on the shape, not on what the weights learnt; a node budget per
 position rather than a depth, as a random net's tree has no typical size) and ``startup_seconds``
 (a fresh interpreter's import plus first call, compiling or loading the cache).
@@ -42,7 +42,7 @@ MIDDLEGAMES = [
     "r4rk1/1pp1qppp/p1np1n2/2b1p1B1/2B1P1b1/P1NP1N2/1PP1QPPP/R4RK1 w - - 0 10",
 ]
 KIWIPETE = MIDDLEGAMES[8]
-DEFAULT_NNUE: dict[str, Any] = {"features": "all", "arch": "perspective", "l1": 256, "activation": "crelu"}
+DEFAULT_NNUE: dict[str, Any] = {"features": "all", "arch": "perspective", "l1": 128, "activation": "crelu"}
 
 
 def perft_nodes_per_s(fen: str = chess.STARTING_FEN, depth: int = 5, bulk: bool = True) -> float:
