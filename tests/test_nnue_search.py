@@ -49,7 +49,7 @@ def _reference(q, position: Position) -> int:
 
 def _rows_are_their_lists(q, acc) -> int:
     """Every filled row equals a refresh from its own feature list; returns how many were checked."""
-    rows, lists, _ = acc
+    rows, lists = acc[0], acc[1]
     checked = 0
     for ply in range(rows.shape[0] - 1):
         for colour in range(2):
@@ -217,3 +217,22 @@ def test_the_nnue_bench_reports_a_rate():
     from alphazero.search.ab_bench import ab_nnue_nodes_per_s
 
     assert ab_nnue_nodes_per_s(nodes=500) > 0
+
+
+def test_a_repeated_position_is_answered_from_the_evaluation_cache_until_cleared():
+    q = quantise(random_nnue("all", "perspective", l1=8, seed=4))
+    search = AlphaBeta(q, tt_mb=1)
+    position = Position.from_fen(KIWIPETE)
+    params, acc = search.params, search.acc
+    evals.eval_root(evals.EVAL_NNUE, position.bb, position.sq, position.st, position.keys, params, acc)
+    exact = evals.evaluate(evals.EVAL_NNUE, position.bb, position.sq, position.st, position.keys, 0, params, acc)
+    assert exact == _reference(q, position)
+    cache_keys, cache_values = acc[3], acc[4]
+    slot = int(position.keys[position.st[K.ST_PLY]] & np.uint64(len(cache_keys) - 1))
+    assert cache_keys[slot] == position.keys[position.st[K.ST_PLY]] and cache_values[slot] == exact
+    cache_values[slot] = exact + 7  # the next evaluation of this position must come from here
+    assert evals.evaluate(evals.EVAL_NNUE, position.bb, position.sq, position.st, position.keys, 3, params, acc) == exact + 7
+    search.clear()
+    assert evals.evaluate(evals.EVAL_NNUE, position.bb, position.sq, position.st, position.keys, 3, params, acc) == exact
+    with pytest.raises(ValueError, match="power of two"):
+        new_scratch(8, 32, 4, cache=3)

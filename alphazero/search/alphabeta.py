@@ -523,7 +523,7 @@ class AlphaBeta:
             self.info = np.zeros(INFO_SIZE, np.int64)
             self.info[I_EVAL] = EVAL_NNUE
             self.params = pack(net)  # (header int64 [H], weights int16 [W])
-            self.acc = new_scratch(net.l1, net.features.max_active, MAX_PLY)  # rows, lists, row_keys by ply
+            self.acc = new_scratch(net.l1, net.features.max_active, MAX_PLY)  # rows, lists, row_keys by ply; eval cache
         buckets = 1 << max(1, int(math.log2(max(tt_mb, 0.001) * 2**20 / 32)))
         self.tt = np.zeros((2 * buckets, 2), np.uint64)  # [2B, 2] key, packed entry
         self.moves = np.zeros((MAX_PLY, K.MAX_MOVES), np.int32)  # [P, 256]
@@ -541,6 +541,7 @@ class AlphaBeta:
         self.tt[:] = 0
         self.history[:] = 0
         self.killers[:] = 0
+        self.acc[3][:] = 0  # the evaluation cache (nnue_eval): a new game measures from empty tables
 
     def search(self, position: Position | chess.Board, depth: int | None = None, nodes: int | None = None,
                movetime_ms: float | None = None,

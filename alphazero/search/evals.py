@@ -16,8 +16,8 @@ The seam (every evaluation answers these two, selected by its integer ``kind``):
     feature lists against the best row it can find, and unmake needs no hook.
 
 ``params = (header, weights)`` (int64 [H], int16 [W]: the evaluation's constants) and
-``acc = (rows, lists, row_keys)`` (int16 [R, 2, L1], int32 [R, 2, 1 + M], uint64 [R]: scratch by
-search ply) are the evaluation's own; ``material_state()`` makes the empty ones ``material`` takes,
+``acc = (rows, lists, row_keys, cache_keys, cache_values)`` (int16 [R, 2, L1], int32 [R, 2, 1 + M],
+uint64 [R]: scratch by search ply; uint64 [C], int32 [C]: an evaluation cache) are the evaluation's own; ``material_state()`` makes the empty ones ``material`` takes,
 ``nnue_eval.pack`` / ``nnue_eval.new_scratch`` an NNUE's. Every kind takes the same array types, and
 numba cannot cache a search compiled against a function passed in as an argument (the function
 object's identity is part of the type), so new kinds are added as a branch here, by id, and the
@@ -130,9 +130,9 @@ def material(bb, st):
     return score if st[ST_SIDE] == WHITE else -score
 
 
-def material_state() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def material_state() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...]]:
     """``(params, acc)`` for an evaluation without state (``material``): empty, of the seam's types."""
-    return (np.zeros(H_SIZE, np.int64), np.zeros(0, np.int16)), new_scratch(1, 1, 0)
+    return (np.zeros(H_SIZE, np.int64), np.zeros(0, np.int16)), new_scratch(1, 1, 0, cache=1)
 
 
 @njit(cache=True)
@@ -148,5 +148,5 @@ def evaluate(kind, bb, sq, st, keys, ply, params, acc):
     if kind == EVAL_MATERIAL:
         return material(bb, st)
     if kind == EVAL_NNUE:
-        return nnue_evaluate(params[0], params[1], bb, sq, st, keys, ply, acc[0], acc[1], acc[2])
+        return nnue_evaluate(params[0], params[1], bb, sq, st, keys, ply, acc[0], acc[1], acc[2], acc[3], acc[4])
     return 0

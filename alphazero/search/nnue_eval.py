@@ -13,12 +13,17 @@ Packed network, ``params = (header, weights)``
     ``weights`` [W] int16: ``ft_weight`` [F, L1] row-major, ``ft_bias`` [L1], ``out_weight``,
                 ``l2_weight`` [L2, 2 * L1], each at the offset its ``H_*`` entry holds
 
-Scratch, ``acc = (rows, lists, row_keys)``, by search ply; ``R`` = plies + 1, the last row spare:
+Scratch, ``acc = (rows, lists, row_keys, cache_keys, cache_values)``, by search ply; ``R`` = plies + 1,
+the last row spare:
     ``rows``     [R, 2, L1] int16: the accumulators by colour (0 White, 1 Black; a colour's row does
                  not depend on who is to move, so it carries across a null move unchanged)
     ``lists``    [R, 2, 1 + M] int32: column 0 the count n of active features (-1: nothing yet), then
                  the n sorted feature indices the row is the sum of (``M`` = ``max_active``)
     ``row_keys`` [R] uint64: the Zobrist key of the position the row was made for
+    ``cache_keys`` [C] uint64, ``cache_values`` [C] int32: an evaluation cache, direct-mapped by the
+                 key's low bits (C a power of two): a position evaluated before (the same quiescence
+                 leaf in the next iteration of deepening, a transposition) is answered from it
+                 without touching the rows; its children then diff against an older ancestor
 
 The update is lazy and generic over feature sets. The search evaluates at some nodes (quiescence
 stand-pat, null-move tests) and not at others, so the row of ply - 1 is often not the parent's.
@@ -90,12 +95,19 @@ def pack(net: QuantisedNNUE) -> tuple[np.ndarray, np.ndarray]:
     return header, weights
 
 
-def new_scratch(l1: int, max_active: int, plies: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(rows, lists, row_keys)`` for ``plies`` search plies (plus the spare row), all rows empty."""
+EVAL_CACHE = 1 << 16  # entries of the evaluation cache (768 KiB)
+
+
+def new_scratch(l1: int, max_active: int, plies: int,
+                cache: int = EVAL_CACHE) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, lists, row_keys, cache_keys, cache_values)`` for ``plies`` search plies (plus the spare
+    row), all rows and the ``cache`` entries (a power of two) empty."""
+    if cache < 1 or cache & (cache - 1):
+        raise ValueError(f"evaluation cache size must be a power of two, got {cache}")
     rows = np.zeros((plies + 1, 2, l1), np.int16)
     lists = np.zeros((plies + 1, 2, 1 + max_active), np.int32)
     lists[:, :, 0] = -1
-    return rows, lists, np.zeros(plies + 1, np.uint64)
+    return rows, lists, np.zeros(plies + 1, np.uint64), np.zeros(cache, np.uint64), np.zeros(cache, np.int32)
 
 
 @njit(cache=True, inline="always")
@@ -260,11 +272,14 @@ def nnue_root(header, weights, bb, sq, st, keys, rows, lists, row_keys):
 
 
 @njit(cache=True)
-def nnue_evaluate(header, weights, bb, sq, st, keys, ply, rows, lists, row_keys):
-    """Centipawns for the side to move at search ply ``ply`` (clamped to +-``EVAL_LIMIT``); updates
-    ``rows[ply]`` from the best row available (see the module docstring)."""
+def nnue_evaluate(header, weights, bb, sq, st, keys, ply, rows, lists, row_keys, cache_keys, cache_values):
+    """Centipawns for the side to move at search ply ``ply`` (clamped to +-``EVAL_LIMIT``): from the
+    evaluation cache, else from ``rows[ply]`` updated from the best row available (module docstring)."""
     board_ply = st[ST_PLY]
     key = keys[board_ply]
+    slot = np.int64(key & np.uint64(cache_keys.shape[0] - 1))
+    if cache_keys[slot] == key:
+        return np.int64(cache_values[slot])
     if not (row_keys[ply] == key and lists[ply, 0, 0] >= 0):
         base = ply if lists[ply, 0, 0] >= 0 else -1
         for back in range(1, min(ply, board_ply, ANCESTOR_WINDOW) + 1):
@@ -278,7 +293,9 @@ def nnue_evaluate(header, weights, bb, sq, st, keys, ply, rows, lists, row_keys)
     out = _output(header, weights, rows[ply, side], rows[ply, 1 - side])
     cp = out * header[H_SCALE] // (QA * QB)
     if cp > EVAL_LIMIT:
-        return EVAL_LIMIT
+        cp = EVAL_LIMIT
     if cp < -EVAL_LIMIT:
-        return -EVAL_LIMIT
+        cp = -EVAL_LIMIT
+    cache_keys[slot] = key
+    cache_values[slot] = cp
     return cp
