@@ -137,7 +137,7 @@ class _PipeEngine:
             pass
 
     def analyse(self, fen: str, go: str) -> tuple[dict[str, Any], str]:
-        """(the last ``info`` with a score, merged with earlier ones' wdl/pv of the same depth; bestmove)."""
+        """(the fields of the last ``info`` line with a score, ``parse_info``; the ``bestmove`` move)."""
         self._send(f"position fen {fen}")
         self._send(go)
         info: dict[str, Any] = {}

@@ -44,8 +44,7 @@ Arrays (one row per position; the CSR layout ``torch.nn.EmbeddingBag`` takes):
 Cache: one uncompressed ``.npz`` per source file and feature set in a cache directory, named
 ``NAME-WHAT-KEY.npz`` where KEY hashes the source's absolute path, size and modification time (every
 shard's, for a run), the canonical feature spec, ``DATA_FORMAT_VERSION``, whether mirrored and, for
-PQR, the seed. A stale
-or damaged cache file is rebuilt, never trusted. Caches are written only once every source has parsed
+PQR, the seed. A stale or damaged cache file is rebuilt, never trusted. Caches are written only once every source has parsed
 (and the trainer has accepted the data: ``load_data`` hands back ``write_caches``).
 
 A line that does not parse (a bad FEN, a wrong number of fields, a score that is not a number, an
@@ -350,20 +349,19 @@ class _Collected:
 
     def add(self, positions: Sequence[chess.Board | str], group: int, where: str = "",
             score_cp: float = math.nan, result: float = math.nan, noisy: bool = False) -> None:
-        for pending, position in zip(self.pending, positions):
-            pending.append(position)
-        self.wheres.append(where)
-        self.groups.append(group)
-        if not self.pqr:
-            self.score_cp.append(score_cp)
-            self.result.append(result)
-            self.noisy.append(noisy)
-        if self.mirror:
-            flipped = _mirrored(positions[0])
-            if flipped is not None:
-                self.mirror = False
-                self.add((flipped,), group, f"{where} (mirrored)" if where else "", score_cp, result, noisy)
-                self.mirror = True
+        copies = [(positions, where)]
+        flipped = _mirrored(positions[0]) if self.mirror else None
+        if flipped is not None:
+            copies.append(((flipped,), f"{where} (mirrored)" if where else ""))
+        for copy, copy_where in copies:
+            for pending, position in zip(self.pending, copy):
+                pending.append(position)
+            self.wheres.append(copy_where)
+            self.groups.append(group)
+            if not self.pqr:
+                self.score_cp.append(score_cp)
+                self.result.append(result)
+                self.noisy.append(noisy)
         if len(self.pending[0]) >= CHUNK:
             self.flush()
 

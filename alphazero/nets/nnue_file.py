@@ -29,9 +29,9 @@ centipawns = scale * y, win probability = sigmoid(y). Activations (on the accumu
 crelu = clamp(x, 0, 1), screlu = clamp(x, 0, 1) ** 2.
 
 Quantisation (bullet's scheme), QA = 255, QB = 256 (bullet's examples use 64; on our trained nets,
-whose output weights are small, 256 cuts the mean error against the float net from 14 to 5 cp): ``ft_weight`` and ``ft_bias`` int16
-round(x * QA); ``out_weight`` and ``l2_weight`` int16 round(x * QB); ``out_bias`` and ``l2_bias``
-int32 round(x * QA * QB). The accumulator is int16 and wraps (adds and subtracts in any order give
+whose output weights are small, 256 cuts the mean error against the float net from 14 to 5 cp):
+``ft_weight`` and ``ft_bias`` int16 round(x * QA); ``out_weight`` and ``l2_weight`` int16
+round(x * QB); ``out_bias`` and ``l2_bias`` int32 round(x * QA * QB). The accumulator is int16 and wraps (adds and subtracts in any order give
 the same row, so an incremental update equals a refresh bit for bit; a position whose true sum
 leaves the int16 range would wrap, ``QuantisedNNUE.accumulator_bound`` says whether any can).
 With a = clamp(acc, 0, QA) (int64 from here on):

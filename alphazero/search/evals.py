@@ -17,10 +17,11 @@ The seam (every evaluation answers these two, selected by its integer ``kind``):
 
 ``params = (header, weights)`` (int64 [H], int16 [W]: the evaluation's constants) and
 ``acc = (rows, lists, row_keys, cache_keys, cache_values)`` (int16 [R, 2, L1], int32 [R, 2, 1 + M],
-uint64 [R]: scratch by search ply; uint64 [C], int32 [C]: an evaluation cache) are the evaluation's own; ``material_state()`` makes the empty ones ``material`` takes,
-``nnue_eval.pack`` / ``nnue_eval.new_scratch`` an NNUE's. Every kind takes the same array types, and
-numba cannot cache a search compiled against a function passed in as an argument (the function
-object's identity is part of the type), so new kinds are added as a branch here, by id, and the
+uint64 [R]: scratch by search ply; uint64 [C], int32 [C]: an evaluation cache) are the evaluation's
+own; ``material_state()`` makes the empty ones ``material`` takes, ``nnue_eval.pack`` /
+``nnue_eval.new_scratch`` an NNUE's. Every kind takes the same array types, and numba cannot cache a
+search compiled against a function passed in as an argument (the function object's identity is part
+of the type), so new kinds are added as a branch here, by id, and the
 search is compiled once for all of them.
 
 ``material`` (id 0): material plus piece-square tables, tapered between the middlegame and the
