@@ -11,7 +11,7 @@ from alphazero.nets.features import reference_features
 from alphazero.nets.nnue_file import FloatNNUE, quantise, random_nnue, save_nnue
 from alphazero.search import evals
 from alphazero.search.alphabeta import I_EVAL, MAX_PLY, AlphaBeta
-from alphazero.search.nnue_eval import EVAL_LIMIT, new_scratch, pack
+from alphazero.search.nnue_eval import EVAL_LIMIT, new_scratch, pack, row_features
 
 # Castling both ways for both sides, en passant ready (d6), promotions with and without capture.
 SPECIAL = "r3k2r/1P4p1/8/3pP3/8/8/1p4P1/R3K2R w KQkq d6 0 1"
@@ -47,15 +47,16 @@ def _reference(q, position: Position) -> int:
     return max(-EVAL_LIMIT, min(EVAL_LIMIT, q.evaluate(stm, nstm)))
 
 
-def _rows_are_their_lists(q, acc) -> int:
-    """Every filled row equals a refresh from its own feature list; returns how many were checked."""
-    rows, lists = acc[0], acc[1]
+def _rows_are_their_lists(q, params, acc) -> int:
+    """Every filled row equals a refresh from the features it records (its mailbox's piece-square
+    features and its board-wide list); returns how many were checked."""
+    rows = acc[0]
     checked = 0
     for ply in range(rows.shape[0] - 1):
         for colour in range(2):
-            n = lists[ply, colour, 0]
-            if n >= 0:
-                assert np.array_equal(rows[ply, colour], q.accumulator(lists[ply, colour, 1:1 + n]))
+            features = row_features(params, acc, ply, colour)
+            if features is not None:
+                assert np.array_equal(rows[ply, colour], q.accumulator(features))
                 checked += 1
     return checked
 
@@ -112,7 +113,7 @@ def test_compiled_evaluation_equals_the_reference_at_every_node(features, arch, 
                                      params, acc)
                 assert got == _reference(q, position), position.fen()
                 evaluated += 1
-        assert _rows_are_their_lists(q, acc) > 0
+        assert _rows_are_their_lists(q, params, acc) > 0
     assert evaluated > 100
     assert {"castling", "en passant", "promotion", "king move", "capture"} <= set(seen), seen
 
@@ -124,11 +125,11 @@ def test_rows_stay_exact_through_a_real_search():
     search = AlphaBeta(q, tt_mb=1)
     for fen in [KIWIPETE, SPECIAL]:
         search.search(chess.Board(fen), nodes=3000)
-        assert _rows_are_their_lists(q, search.acc) > 10
+        assert _rows_are_their_lists(q, search.params, search.acc) > 10
         stm, nstm = reference_features(chess.Board(fen), q.features)
         white, black = (stm, nstm) if chess.Board(fen).turn == chess.WHITE else (nstm, stm)
-        lists = search.acc[1]
-        assert list(lists[0, 0, 1:1 + lists[0, 0, 0]]) == white and list(lists[0, 1, 1:1 + lists[0, 1, 0]]) == black
+        assert row_features(search.params, search.acc, 0, 0) == white
+        assert row_features(search.params, search.acc, 0, 1) == black
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,12 @@ The seam (every evaluation answers these two, selected by its integer ``kind``):
     positions lie on the path from the root: ``keys[st[ST_PLY] - b]`` is the one ``b`` plies up).
     Interior nodes that are not evaluated leave no state behind, so an evaluation must not assume
     the row of ``ply - 1`` is its parent's: the NNUE (``alphazero.search.nnue_eval``) diffs its
-    feature lists against the best row it can find, and unmake needs no hook.
+    pieces and feature lists against the best row it can find, and unmake needs no hook.
 
 ``params = (header, weights)`` (int64 [H], int16 [W]: the evaluation's constants) and
-``acc = (rows, lists, row_keys, cache_keys, cache_values)`` (int16 [R, 2, L1], int32 [R, 2, 1 + M],
-uint64 [R]: scratch by search ply; uint64 [C], int32 [C]: an evaluation cache) are the evaluation's
+``acc = (rows, lists, row_keys, cache_keys, cache_values, boards)`` (int16 [R, 2, L1], int32 [R, 2, 1 + M],
+uint64 [R]: scratch by search ply; uint64 [C], int32 [C]: an evaluation cache; uint64 [R, 12]: the
+piece bitboards each row sums) are the evaluation's
 own; ``material_state()`` makes the empty ones ``material`` takes, ``nnue_eval.pack`` /
 ``nnue_eval.new_scratch`` an NNUE's. Every kind takes the same array types, and numba cannot cache a
 search compiled against a function passed in as an argument (the function object's identity is part
@@ -140,7 +141,7 @@ def material_state() -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, .
 def eval_root(kind, bb, sq, st, keys, params, acc):
     """Prepare ``kind``'s state for a search from this position (nothing for ``material``)."""
     if kind == EVAL_NNUE:
-        nnue_root(params[0], params[1], bb, sq, st, keys, acc[0], acc[1], acc[2])
+        nnue_root(params[0], params[1], bb, sq, st, keys, acc[0], acc[1], acc[2], acc[5])
 
 
 @njit(cache=True)
@@ -149,5 +150,6 @@ def evaluate(kind, bb, sq, st, keys, ply, params, acc):
     if kind == EVAL_MATERIAL:
         return material(bb, st)
     if kind == EVAL_NNUE:
-        return nnue_evaluate(params[0], params[1], bb, sq, st, keys, ply, acc[0], acc[1], acc[2], acc[3], acc[4])
+        return nnue_evaluate(params[0], params[1], bb, sq, st, keys, ply, acc[0], acc[1], acc[2], acc[3], acc[4],
+                             acc[5])
     return 0
