@@ -205,7 +205,7 @@ def _piece_rows(weights, ft, l1, rows, ply, colour, piece, square, all_base, ka_
             _subtract(rows, ply, colour, weights, ft + (ka_base + index) * l1, l1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _refresh(weights, ft, bias, l1, rows, ply, colour, bb, all_base, ka_base, lists, spare, n):
     """The row from the bias: every piece's piece-square rows, then the board-wide features
     ``lists[spare, colour, 1:1 + n]``."""
@@ -223,7 +223,7 @@ def _refresh(weights, ft, bias, l1, rows, ply, colour, bb, all_base, ka_base, li
         _add(rows, ply, colour, weights, ft + np.int64(lists[spare, colour, 1 + i]) * l1, l1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _count_changes(lists, base, spare, colour):
     """How many indices are in exactly one of the sorted lists ``lists[base, colour]`` and
     ``lists[spare, colour]`` (each: count, then the indices)."""
@@ -247,7 +247,7 @@ def _count_changes(lists, base, spare, colour):
     return changes + (n_old - i) + (n_new - j)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _apply_changes(weights, ft, l1, rows, ply, colour, lists, base, spare):
     """Subtract the rows of features only in ``lists[base, colour]``, add those only in
     ``lists[spare, colour]`` (both sorted)."""
