@@ -44,7 +44,7 @@ from the bias instead when that would cost more than the position's active featu
 ``ka`` when the perspective's king has moved. Unmake needs no hook. A row whose key is the current
 position's is reused as it stands (PVS, LMR and aspiration re-searches evaluate a node again).
 Figures (docs/RESULTS.md): the bitboard diff, unsigned indices and inlining took the shipped net
-(``all``, L1 128) from about 480 to about 160 ns an evaluation more than PeSTO's.
+(``all``, L1 128) from 638 to 166 ns an evaluation more than PeSTO's (the same walks on both).
 
 Numba checks a cache entry against its own source file only, and ``evals`` / ``alphabeta`` compile
 this module (and ``alphazero.nets.features``) into theirs: after editing either, delete
