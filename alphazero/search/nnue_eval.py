@@ -135,8 +135,8 @@ def new_scratch(l1: int, max_active: int, plies: int, cache: int = EVAL_CACHE) -
 def row_features(params: tuple[np.ndarray, np.ndarray], acc: tuple[np.ndarray, ...], ply: int,
                  colour: int) -> list[int] | None:
     """The sorted feature indices ``rows[ply, colour]`` is the sum of (None: no row there): the
-    piece-square features of the pieces in ``boards[ply]`` seen by ``colour`` and the board-wide ``lists``. For tests
-    and debugging; the invariant the compiled update keeps."""
+    piece-square features of the pieces in ``boards[ply]`` seen by ``colour``, and the board-wide
+    ``lists``. For tests and debugging: the invariant the compiled update keeps."""
     header = params[0]
     lists, boards = acc[1], acc[5]
     n = int(lists[ply, colour, 0])
@@ -367,14 +367,14 @@ def _dot(rows, ply, colour, weights, start, l1, screlu):
     ``weights[start:start + l1]``; int64. The crelu sum runs in int32 (which vectorises; measured 2.5x
     faster than int64) over chunks short enough never to overflow: |a * w| < 255 * 32768 < 2^31 / 256."""
     total = np.int64(0)
-    if screlu:
-        for j in range(l1):
-            v = _crelu(rows[ply, colour, j])
-            total += v * v * weights[start + j]
-        return total
     p = np.uint64(ply)
     c = np.uint64(colour)
     w = np.uint64(start)
+    if screlu:
+        for j in range(np.uint64(l1)):
+            v = _crelu(rows[p, c, j])
+            total += v * v * weights[w + j]
+        return total
     for first in range(0, l1, _DOT_CHUNK):
         part = np.int32(0)
         for j in range(np.uint64(first), np.uint64(min(first + _DOT_CHUNK, l1))):
