@@ -61,6 +61,10 @@ class TrainConfig:
     max_sample_reuse: float = 1.0  # trained samples <= this x positions generated
     q_weight: float = 0.5  # value target = (1 - q_weight) * z + q_weight * root search value
     value_from_unfinished: bool = False  # false: games stopped at max_plies train the policy only
+    # With network.material_head: loss += material_weight * (m - tanh(balance / 5))^2, the balance taken
+    # material_horizon plies later in the game (alphazero.learn.replay.material_targets).
+    material_weight: float = 1.0
+    material_horizon: int = 8
     steps_per_call: int = 50  # steps per learner call (a save point)
     device: str = "auto"  # auto: cuda when present, else cpu
 
@@ -226,6 +230,11 @@ def _validate(config: RunConfig) -> None:
         (config.train.min_positions >= 1, "train.min_positions must be >= 1"),
         (config.train.max_sample_reuse > 0, "train.max_sample_reuse must be > 0"),
         (0 <= config.train.q_weight <= 1, "train.q_weight must be in [0, 1]"),
+        (config.train.material_weight >= 0 and config.train.material_horizon >= 0,
+         "train.material_weight and train.material_horizon must be >= 0"),
+        (0 <= config.network.material_utility <= 1, "network.material_utility must be in [0, 1]"),
+        (config.network.material_utility == 0 or config.network.material_head,
+         "network.material_utility needs network.material_head: true"),
         (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
         (config.train.optimizer in ("sgd", "adamw"), "train.optimizer must be sgd or adamw"),

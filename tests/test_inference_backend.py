@@ -206,3 +206,22 @@ def test_export_needs_a_format_and_an_output(capsys) -> None:
     assert exit_.value.code == 2
     assert "--onnx" in capsys.readouterr().err
 
+
+
+def test_onnx_value_of_a_material_head_net_is_the_mixed_value() -> None:
+    # The searches read one value; with material_utility it is (1 - u) v + u m in every backend.
+    import dataclasses
+
+    base = make_net(4)
+    net = PolicyValueNet(dataclasses.replace(base.config, material_head=True, material_utility=0.4))
+    net.load_state_dict(base.state_dict(), strict=False)
+    with torch.no_grad():
+        net.material_out[0].weight.normal_(0, 1.0)  # type: ignore[index]
+    net.eval()
+    planes = encoding.encode_boards(random_positions(16, seed=9))
+    logits, values = NetworkEvaluator(net, backend="onnx").forward(planes)
+    with torch.no_grad():
+        want_logits, v, m = net.forward_heads(torch.from_numpy(planes))
+    assert m is not None and float((v - m).abs().max()) > 0.05
+    np.testing.assert_allclose(values, (0.6 * v + 0.4 * m).numpy(), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(logits, want_logits.numpy(), atol=1e-4, rtol=0)

@@ -17,6 +17,8 @@ from alphazero.nets.network import (
     PolicyValueNet,
     fuse_for_inference,
     load_network,
+    net_from_payload,
+    net_to_payload,
     save_network,
 )
 
@@ -240,3 +242,34 @@ def test_fused_copy_has_no_batchnorm_and_leaves_the_source_alone():
         for parameter in net.parameters():
             parameter.add_(1.0)
         assert torch.equal(fused(planes)[0], reference)  # a copy, not a view of the source
+
+
+def test_material_utility_mixes_the_material_output_into_the_searched_value():
+    torch.manual_seed(0)
+    plain = PolicyValueNet(dataclasses.replace(TINY, material_head=True)).eval()
+    mixed = PolicyValueNet(dataclasses.replace(TINY, material_head=True, material_utility=0.25)).eval()
+    mixed.load_state_dict(plain.state_dict())
+    with torch.no_grad():  # large random weights so that v and m differ clearly
+        for parameter in plain.parameters():
+            parameter.normal_(0, 0.5)
+        mixed.load_state_dict(plain.state_dict())
+        planes = torch.from_numpy(encoding.encode_boards([chess.Board(), chess.Board("4k3/8/8/8/8/8/8/QQQQK3 w - - 0 1")]))
+        logits, v, m = plain.forward_heads(planes)
+        assert m is not None and (v - m).abs().max() > 0.05
+        assert torch.equal(plain(planes)[1], v)  # material_utility 0: the value is v alone
+        mixed_logits, value = mixed(planes)
+        assert torch.allclose(value, 0.75 * v + 0.25 * m, atol=1e-6)
+        assert torch.equal(mixed_logits, logits)
+        fused_logits, fused_value = fuse_for_inference(mixed)(planes)  # what the searches run
+    assert torch.allclose(fused_value, value, atol=1e-5) and torch.allclose(fused_logits, logits, atol=1e-4)
+
+
+def test_material_head_round_trips_and_old_files_load_without_it(tmp_path):
+    net = PolicyValueNet(dataclasses.replace(TINY, material_head=True, material_utility=0.5))
+    save_network(net, tmp_path / "m.pt")
+    loaded = load_network(tmp_path / "m.pt")
+    assert loaded.config == net.config and loaded.material_out is not None
+    payload = net_to_payload(PolicyValueNet(TINY))
+    for key in ("material_head", "material_utility"):  # a file written before the head existed
+        del payload["config"][key]
+    assert net_from_payload(payload).material_out is None

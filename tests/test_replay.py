@@ -23,8 +23,10 @@ from alphazero.board.game import MAX_LENGTH
 from alphazero.config import SelfPlayConfig
 from alphazero.learn import replay
 from alphazero.learn.replay import (
+    MATERIAL_SCALE,
     GameRecord,
     ReplayWindow,
+    material_targets,
     next_shard_path,
     read_shard,
     shard_paths,
@@ -324,7 +326,7 @@ def test_window_samples_only_the_newest_capacity_positions(tmp_path):
     window, table = _window_of(tmp_path, [10, 20, 15], capacity=25)  # ids 0..44, newest 25: 20..44
     assert window.num_positions == 25
     assert all(shard.game_positions.sum() != 10 for shard in window.shards)  # the oldest shard was dropped
-    planes, pi, z, q, known = window.sample(5000, np.random.default_rng(0))
+    planes, pi, z, q, known, _ = window.sample(5000, np.random.default_rng(0))
     ids = _sampled_ids(planes, table)
     assert ids.min() >= 20 and ids.max() <= 44
     counts = np.bincount(ids - 20, minlength=25)
@@ -344,7 +346,7 @@ def test_window_boundary(tmp_path, capacity, oldest):
 
 def test_window_rows_are_the_stored_positions(tmp_path):
     window, table = _window_of(tmp_path, [12, 7, 9], capacity=100)
-    planes, pi, z, q, known = window.sample(400, np.random.default_rng(2))
+    planes, pi, z, q, known, _ = window.sample(400, np.random.default_rng(2))
     assert planes.dtype == np.uint8 and planes.shape == (400, 24, 8, 8)
     assert pi.dtype == np.float32 and pi.shape == (400, 4672)
     assert z.shape == (400,) and q.shape == (400,) and known.shape == (400,)
@@ -378,7 +380,7 @@ def test_window_marks_positions_of_unfinished_games(tmp_path):
     write_shard(path, [finished, unfinished])
     window = ReplayWindow(100)
     window.add(read_shard(path))
-    planes, _, _, _, known = window.sample(200, np.random.default_rng(5))
+    planes, _, _, _, known, _ = window.sample(200, np.random.default_rng(5))
     for row in range(200):
         key = planes[row].tobytes()
         assert known[row] == (key in finished_table)
@@ -396,7 +398,7 @@ def test_window_of_real_games(tmp_path, played):
             key = encoding.unpack_planes(game.planes[t]).tobytes()
             actions = game.policy_actions[game.policy_offsets[t]:game.policy_offsets[t + 1]]
             stored.setdefault(key, set()).update(actions.astype(int).tolist())
-    planes, pi, z, _, _ = window.sample(64, np.random.default_rng(6))
+    planes, pi, z, _, _, _ = window.sample(64, np.random.default_rng(6))
     assert planes.shape == (64, 24, 8, 8) and pi.shape == (64, 4672)
     np.testing.assert_allclose(pi.sum(axis=1), 1.0, atol=1e-5)
     assert set(np.unique(z)) <= {-1.0, 0.0, 1.0}
@@ -407,3 +409,48 @@ def test_window_of_real_games(tmp_path, played):
 def test_empty_window_cannot_be_sampled():
     with pytest.raises(ValueError):
         ReplayWindow(10).sample(4, np.random.default_rng(0))
+
+
+_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
+
+
+def _balance(board: chess.Board, colour: chess.Color) -> int:
+    return sum(_VALUES[p.piece_type] * (1 if p.color == colour else -1) for p in board.piece_map().values())
+
+
+def test_material_targets_read_the_balance_horizon_plies_ahead_within_each_game():
+    # Game one trades and wins pieces (1.e4 d5 2.exd5 Qxd5 3.Nc3 Qxa2? 4.Rxa2 ...); its fourth
+    # position is left out, as playout caps leave fast-search positions unrecorded. Game two is
+    # shorter than the horizon, so its positions read its own last position, never game one's.
+    def boards_of(sans: list[str]) -> list[chess.Board]:
+        board, out = chess.Board(), []
+        for san in sans:
+            out.append(board.copy())
+            board.push_san(san)
+        return out
+
+    one = boards_of(["e4", "d5", "exd5", "Qxd5", "Nc3", "Qxa2", "Rxa2", "Bg4", "Qxg4", "e5", "Qxg7"])
+    del one[3]
+    two = boards_of(["Nf3", "e5", "Nxe5"])
+    boards = one + two
+    packed = encoding.encode_packed(boards)
+    for horizon in (0, 1, 4):
+        targets = material_targets(packed, np.array([len(one), len(two)]), horizon)
+        for game in (one, two):
+            offset = 0 if game is one else len(one)
+            for t, board in enumerate(game):
+                later = next((b for b in game[t:] if b.ply() >= board.ply() + horizon), game[-1])
+                expected = np.tanh(_balance(later, board.turn) / MATERIAL_SCALE)
+                assert targets[offset + t] == pytest.approx(expected, abs=1e-6), (horizon, t)
+    # The data is not flat: a queen and more change hands in game one.
+    assert np.ptp(material_targets(packed, np.array([len(one), len(two)]), 4)) > 1.0
+
+
+def test_window_sample_carries_each_positions_material_target(tmp_path):
+    window, table = _window_of(tmp_path, [30, 25], capacity=1000)
+    planes, _, _, _, _, material = window.sample(200, np.random.default_rng(7))
+    stored = np.concatenate([s.material for s in window.shards])
+    flat = np.concatenate([s.planes for s in window.shards])
+    index = {row.tobytes(): i for i, row in enumerate(flat)}
+    rows = encoding.pack_planes(planes)
+    assert np.array_equal(material, stored[[index[row.tobytes()] for row in rows]])

@@ -104,12 +104,13 @@ def test_compute_loss_is_squared_error_plus_cross_entropy():
     torch.manual_seed(0)
     net = PolicyValueNet(TINY).eval()
     planes, pi, z = _batch()
-    total, value_loss, policy_loss = compute_loss(net, planes, pi, z)
+    total, value_loss, policy_loss, material_loss = compute_loss(net, planes, pi, z)
     expected_value, expected_policy = _by_hand(net, planes, pi, z)
     assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
     assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)
     assert total.item() == pytest.approx(expected_value + expected_policy, rel=1e-5)
     assert expected_value > 0.05  # an untrained net: the check is not 0 == 0
+    assert material_loss.item() == 0.0  # no material head
 
 
 def test_value_weight_drops_positions_from_the_value_term():
@@ -117,11 +118,11 @@ def test_value_weight_drops_positions_from_the_value_term():
     net = PolicyValueNet(TINY).eval()
     planes, pi, z = _batch(6)
     weight = np.array([1, 0, 1, 1, 0, 0], dtype=np.float64)
-    _, value_loss, policy_loss = compute_loss(net, planes, pi, z, torch.tensor(weight, dtype=torch.float32))
+    _, value_loss, policy_loss, _ = compute_loss(net, planes, pi, z, torch.tensor(weight, dtype=torch.float32))
     expected_value, expected_policy = _by_hand(net, planes, pi, z, weight)
     assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
     assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)  # the policy keeps every position
-    _, none_kept, _ = compute_loss(net, planes, pi, z, torch.zeros(6))
+    _, none_kept, _, _ = compute_loss(net, planes, pi, z, torch.zeros(6))
     assert none_kept.item() == 0.0
 
 
@@ -327,3 +328,37 @@ def test_unfinished_games_take_the_search_value_as_their_target():
     target, weight = value_targets(z, q, known, _config(q_weight=0.5, value_from_unfinished=False))
     assert target[[0, 2]] == pytest.approx([0.6, -0.7])
     assert weight.tolist() == [1.0, 0.0, 1.0]  # the stopped game trains the policy only
+
+
+# -- material head ----------------------------------------------------------------------------------------
+
+
+MATERIAL = dataclasses.replace(TINY, material_head=True)
+
+
+def test_material_loss_is_the_squared_error_of_the_material_output():
+    torch.manual_seed(0)
+    net = PolicyValueNet(MATERIAL).eval()
+    planes, pi, z = _batch()
+    target = torch.tensor([0.5, -0.2, 0.0, 0.9, -0.7])
+    total, value_loss, policy_loss, material_loss = compute_loss(net, planes, pi, z, material=target,
+                                                                 material_weight=0.3)
+    with torch.no_grad():
+        _, _, material = net.forward_heads(planes)
+    assert material is not None
+    expected = float(((material - target) ** 2).mean())
+    assert material_loss.item() == pytest.approx(expected, rel=1e-5) and expected > 0.01
+    assert total.item() == pytest.approx(value_loss.item() + policy_loss.item() + 0.3 * expected, rel=1e-5)
+    # Without targets (pretraining's evaluation, diagnose) the term is absent.
+    assert compute_loss(net, planes, pi, z)[3].item() == 0.0
+
+
+def test_learner_trains_the_material_head_toward_the_balance_ahead(tmp_path):
+    # Random games lose pieces, so the targets differ between positions; the head learns them.
+    learner = Learner(MATERIAL, _config(material_horizon=4), seed=0)
+    learner.add_shards([_shard(tmp_path, 60, seed=3)])
+    targets = learner.window.shards[0].material
+    assert targets is not None and np.ptp(targets) > 0.3
+    stats = [learner.train(1) for _ in range(60)]
+    assert np.mean([s.material_loss for s in stats[-10:]]) < 0.5 * stats[0].material_loss
+    assert stats[0].material_loss > 0.0

@@ -57,10 +57,10 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
     rng = np.random.default_rng(seed)
     held_out = set(rng.choice(len(shards), size=max(1, len(shards) // 5), replace=False).tolist())
     learner = Learner(config.network, config.train, seed=seed)
-    held = ReplayWindow(10**9)
+    held = ReplayWindow(10**9, config.train.material_horizon)
     for index, shard in enumerate(shards):
         (held if index in held_out else learner.window).add(shard)
-    planes, pi, z, q, known = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
+    planes, pi, z, q, known, _ = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
     z, weight = value_targets(z, q, known, config.train)
     counted = z[known] if weight is not None else z
     target_variance = float(counted.var()) if counted.size else float("nan")
@@ -69,7 +69,7 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
         stats = learner.train(steps)
         learner.net.eval()
         with torch.no_grad():
-            _, value_loss, policy_loss = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi),
+            _, value_loss, policy_loss, _ = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi),
                                                       torch.from_numpy(z), weight)
         rows.append({"step": stats.step, "train_value_loss": round(stats.value_loss, 4),
                      "held_value_loss": round(value_loss.item(), 4), "held_z_variance": round(target_variance, 4),

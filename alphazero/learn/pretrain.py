@@ -43,6 +43,7 @@ from alphazero.board import encoding
 from alphazero.config import RunConfig
 from alphazero.errors import ConfigError, InputError
 from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games, split_held_out
+from alphazero.learn.replay import Batch, material_targets
 from alphazero.learn.train import Learner
 from alphazero.nets.network import NetworkConfig, PolicyValueNet, load_network, net_to_payload, save_network
 
@@ -195,9 +196,9 @@ class EpochSampler:
     def num_positions(self) -> int:
         return self.data.num_positions
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-        """planes ``uint8 [B, 24, 8, 8]``, pi ``float32 [B, 4672]`` (one-hot), z and q ``float32 [B]``
-        (both the value target), known ``bool [B]``: the tuple ``ReplayWindow.sample`` returns."""
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """What ``ReplayWindow.sample`` returns: pi one-hot on the labelled move, z and q both the value
+        target, the material target the position's own balance (a labelled position has no future)."""
         parts = []
         needed = batch_size
         while needed > 0:
@@ -212,7 +213,9 @@ class EpochSampler:
         pi = np.zeros((batch_size, encoding.NUM_ACTIONS), dtype=np.float32)
         pi[np.arange(batch_size), data.actions[index]] = 1.0
         z = data.values[index]
-        return encoding.unpack_planes(data.planes[index]), pi, z, z.copy(), data.known[index]
+        packed = data.planes[index]
+        material = material_targets(packed, np.ones(batch_size, dtype=np.int64), horizon=0)
+        return Batch(encoding.unpack_planes(packed), pi, z, z.copy(), data.known[index], material)
 
 
 def evaluate(net: PolicyValueNet, data: SupervisedData, device: torch.device | str = "cpu",

@@ -8,7 +8,9 @@ move). Per game: the network version that played it, its result and its PGN. Mea
 the README (well under 256 bytes per position with compression).
 
 ``ReplayWindow`` keeps the newest ``window_positions`` positions in memory (packed) and samples
-uniformly from them, expanding to dense training tensors only for the sampled batch.
+uniformly from them, expanding to dense training tensors only for the sampled batch. It also derives
+each position's material target (``material_targets``: the material balance ``material_horizon``
+plies later in the same game, read from the stored planes), so that target needs nothing new on disk.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -30,6 +32,12 @@ from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
 
 SHARD_FORMAT_VERSION = 1
+# Material target: tanh(balance in pawns / MATERIAL_SCALE), so a pawn is 0.2, a knight 0.54, a rook 0.76.
+MATERIAL_SCALE = 5.0
+# Bytes of the packed planes (alphazero.board.encoding): the constant planes follow the 14 bitboards.
+_TURN_BYTE = 14 * 8 + encoding.CONSTANT_PLANES.index(12)
+_BALANCE_BYTE = 14 * 8 + encoding.CONSTANT_PLANES.index(15)
+_PLY_BYTE = 14 * 8 + encoding.CONSTANT_PLANES.index(23)
 _SHARD_NAME = re.compile(r"^shard-(\d{8})\.npz$")
 
 
@@ -103,6 +111,7 @@ class Shard:
     pgns: list[str]
     plies: list[int]
     known: np.ndarray | None = None  # cached result_known, set by ReplayWindow.add
+    material: np.ndarray | None = None  # cached material_targets, set by ReplayWindow.add
 
     @property
     def num_positions(self) -> int:
@@ -178,6 +187,41 @@ def next_shard_path(replay_dir: str | os.PathLike) -> Path:
     return Path(replay_dir) / f"shard-{number:08d}.npz"
 
 
+def material_targets(planes: np.ndarray, game_positions: np.ndarray, horizon: int) -> np.ndarray:
+    """``float32 [P]``: for each stored position, ``tanh(balance / MATERIAL_SCALE)`` where balance is the
+    material difference (P=1, N=B=3, R=5, Q=9, the encoder's plane 15) for the side to move at that
+    position, taken at the first stored position of the same game at least ``horizon`` plies later
+    (the game's last stored position when it ends sooner). Games that stopped at the length limit
+    count too: unlike z, the balance is known for every game.
+    """
+    turn_white = planes[:, _TURN_BYTE].astype(bool)
+    mover_balance = planes[:, _BALANCE_BYTE].astype(np.float32) - 128.0
+    white_balance = np.where(turn_white, mover_balance, -mover_balance)
+    if horizon == 0:
+        return np.tanh(mover_balance / MATERIAL_SCALE).astype(np.float32)
+    ply = planes[:, _PLY_BYTE].astype(np.int64)  # min(ply, 255): increasing within a game below 255
+    later = np.empty(len(planes), dtype=np.int64)
+    start = 0
+    for count in game_positions.tolist():
+        end = start + count
+        found = np.searchsorted(ply[start:end], ply[start:end] + horizon, side="left")
+        later[start:end] = start + np.minimum(found, count - 1)
+        start = end
+    balance = np.where(turn_white, white_balance[later], -white_balance[later])
+    return np.tanh(balance / MATERIAL_SCALE).astype(np.float32)
+
+
+class Batch(NamedTuple):
+    """A uniform sample of the window (``ReplayWindow.sample``)."""
+
+    planes: np.ndarray  # uint8 [B, 24, 8, 8]
+    pi: np.ndarray  # float32 [B, 4672]: the search's visit distribution
+    z: np.ndarray  # float32 [B]: game result for the side to move
+    q: np.ndarray  # float32 [B]: root search value for the side to move
+    known: np.ndarray  # bool [B]: False where the game was stopped at the length limit
+    material: np.ndarray  # float32 [B]: material_targets
+
+
 class ReplayWindow:
     """The newest ``capacity`` positions of a run, sampled uniformly for training.
 
@@ -185,8 +229,9 @@ class ReplayWindow:
     the window; ``sample(batch, rng)`` returns dense training arrays for a uniform sample.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, material_horizon: int = 8) -> None:
         self.capacity = capacity
+        self.material_horizon = material_horizon
         self.shards: list[Shard] = []
         self._starts = np.zeros(1, dtype=np.int64)
 
@@ -196,16 +241,15 @@ class ReplayWindow:
 
     def add(self, shard: Shard) -> None:
         shard.known = shard.result_known
+        shard.material = material_targets(shard.planes, shard.game_positions, self.material_horizon)
         self.shards.append(shard)
         total = sum(s.num_positions for s in self.shards)
         while self.shards and total - self.shards[0].num_positions >= self.capacity:
             total -= self.shards.pop(0).num_positions
         self._starts = np.concatenate(([0], np.cumsum([s.num_positions for s in self.shards])))
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-        """Uniform sample of the window: planes ``uint8 [B, 24, 8, 8]``, pi ``float32 [B, 4672]``,
-        z ``float32 [B]`` (game result) and q ``float32 [B]`` (root search value), both for the side
-        to move, and known ``bool [B]`` (False where the game was stopped at the length limit)."""
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Batch:
+        """A uniform sample of the window (fields in ``Batch``)."""
         total = int(self._starts[-1])
         if total == 0:
             raise ValueError("the replay window is empty")
@@ -217,16 +261,18 @@ class ReplayWindow:
         z = np.empty(batch_size, dtype=np.float32)
         q = np.empty(batch_size, dtype=np.float32)
         known = np.empty(batch_size, dtype=bool)
+        material = np.empty(batch_size, dtype=np.float32)
         for row, (s, position) in enumerate(zip(shard_index, flat - self._starts[shard_index])):
             shard = self.shards[s]
             packed[row] = shard.planes[position]
             z[row] = shard.z[position]
             q[row] = shard.root_values[position]
             known[row] = shard.known[position]
+            material[row] = shard.material[position]
             lo, hi = shard.policy_offsets[position], shard.policy_offsets[position + 1]
             counts = shard.policy_counts[lo:hi].astype(np.float32)
             pi[row, shard.policy_actions[lo:hi]] = counts / counts.sum()
-        return encoding.unpack_planes(packed), pi, z, q, known
+        return Batch(encoding.unpack_planes(packed), pi, z, q, known, material)
 
 
 INFLIGHT_FORMAT_VERSION = 1

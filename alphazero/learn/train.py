@@ -9,6 +9,9 @@ the search saw. Games stopped at ``selfplay.max_plies`` have no result (a length
 draw): with ``train.value_from_unfinished = false`` their positions train the policy only; with
 ``true`` their value target is the root search value q alone, the best estimate of a result that was
 never played out (counting them as draws buries the few decisive games of early self-play under zeros).
+A network with ``material_head`` adds ``material_weight * (m - material)^2``, material being the
+balance ``material_horizon`` plies later in the game (``alphazero.learn.replay.material_targets``),
+known for every game, finished or not.
 
 ``Learner`` owns the network being trained, its optimizer and schedule, the replay window and the
 random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through safe formats.
@@ -44,23 +47,32 @@ class StepStats:
     loss: float
     value_loss: float
     policy_loss: float
+    material_loss: float  # 0 without network.material_head
     learning_rate: float
     samples_per_s: float
 
 
 def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
-                 value_weight: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(total, value, policy) losses: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``.
+                 value_weight: torch.Tensor | None = None, material: torch.Tensor | None = None,
+                 material_weight: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(total, value, policy, material) losses: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``.
 
-    ``value_weight`` ``[B]`` (0 or 1) drops positions from the value term (mean over the rest).
+    ``value_weight`` ``[B]`` (0 or 1) drops positions from the value term (mean over the rest). The
+    material term counts only when both the network has the head and ``material`` targets are given
+    (otherwise it is 0).
     """
-    logits, value = net(planes)
+    logits, value, predicted = net.forward_heads(planes)
     if value_weight is None:
         value_loss = F.mse_loss(value, z)
     else:
         value_loss = (value_weight * (value - z) ** 2).sum() / value_weight.sum().clamp(min=1.0)
     policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
-    return value_loss + policy_loss, value_loss, policy_loss
+    total = value_loss + policy_loss
+    material_loss = torch.zeros((), device=value.device)
+    if predicted is not None and material is not None:
+        material_loss = F.mse_loss(predicted, material)
+        total = total + material_weight * material_loss
+    return total, value_loss, policy_loss, material_loss
 
 
 def value_targets(z: np.ndarray, q: np.ndarray, known: np.ndarray,
@@ -99,7 +111,7 @@ class Learner:
         self.step = 0
         self.samples_trained = 0
         self.rng = np.random.default_rng(seed)
-        self.window = ReplayWindow(config.window_positions)
+        self.window = ReplayWindow(config.window_positions, config.material_horizon)
         self.shards_loaded: list[str] = []
 
     # -- data -------------------------------------------------------------------------------------
@@ -125,30 +137,33 @@ class Learner:
         if self.window.num_positions == 0:
             raise ValueError("cannot train: the replay window is empty")
         self.net.train()
-        totals = np.zeros(3)
+        totals = np.zeros(4)
         start = time.perf_counter()
         for _ in range(num_steps):
             rate = self.learning_rate()
             for group in self.optimizer.param_groups:
                 group["lr"] = rate
-            planes, pi, z, q, known = self.window.sample(self.config.batch_size, self.rng)
-            target, weight = value_targets(z, q, known, self.config)
-            planes_t = torch.from_numpy(planes).to(self.device)
-            pi_t = torch.from_numpy(pi).to(self.device)
+            batch = self.window.sample(self.config.batch_size, self.rng)
+            target, weight = value_targets(batch.z, batch.q, batch.known, self.config)
+            planes_t = torch.from_numpy(batch.planes).to(self.device)
+            pi_t = torch.from_numpy(batch.pi).to(self.device)
             z_t = torch.from_numpy(target).to(self.device)
+            material_t = torch.from_numpy(batch.material).to(self.device)
             if weight is not None:
                 weight = weight.to(self.device)
-            loss, value_loss, policy_loss = compute_loss(self.net, planes_t, pi_t, z_t, weight)
+            loss, value_loss, policy_loss, material_loss = compute_loss(
+                self.net, planes_t, pi_t, z_t, weight, material_t, self.config.material_weight)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
-            totals += (loss.item(), value_loss.item(), policy_loss.item())
+            totals += (loss.item(), value_loss.item(), policy_loss.item(), material_loss.item())
             self.step += 1
             self.samples_trained += self.config.batch_size
         elapsed = time.perf_counter() - start
         mean = totals / max(num_steps, 1)
         return StepStats(
             step=self.step, loss=float(mean[0]), value_loss=float(mean[1]), policy_loss=float(mean[2]),
+            material_loss=float(mean[3]),
             learning_rate=self.learning_rate(), samples_per_s=num_steps * self.config.batch_size / max(elapsed, 1e-9),
         )
 

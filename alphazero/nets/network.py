@@ -5,6 +5,13 @@
 for the side to move. The fixed input scaling of the encoder's integer planes happens inside
 ``forward``, so callers pass the stored uint8 planes as they are.
 
+With ``material_head`` the value head's hidden layer also feeds a second tanh output m, trained
+(``alphazero.learn.train``) toward the material balance a few plies later in the game that was played
+(a self-play target in the manner of KataGo's auxiliary ownership and score heads: it teaches the trunk
+which pieces are about to be won or lost). With ``material_utility = u > 0`` the value every search
+reads from ``forward`` is ``(1 - u) * v + u * m``, as KataGo's search mixes its score into the winning
+chance; ``forward_heads`` gives v and m apart for training.
+
 Files are written with ``torch.save`` of plain tensors and primitive types and read back with
 ``torch.load(..., weights_only=True)``: loading a network never executes code from the file.
 """
@@ -40,6 +47,8 @@ class NetworkConfig:
     value_channels: int = 4
     value_hidden: int = 64
     policy_channels: int = 32
+    material_head: bool = False  # a second value-head output: the material balance some plies ahead
+    material_utility: float = 0.0  # the searched value is (1 - u) * v + u * m (needs material_head)
 
 
 class ResidualBlock(nn.Module):
@@ -88,16 +97,31 @@ class PolicyValueNet(nn.Module):
             nn.Linear(config.value_hidden, 1),
             nn.Tanh(),
         )
+        # Reads the value head's hidden layer (value_head[:-2]): one more linear output, no new trunk.
+        self.material_out: nn.Module | None = (
+            nn.Sequential(nn.Linear(config.value_hidden, 1), nn.Tanh()) if config.material_head else None
+        )
 
     def scale_input(self, planes: torch.Tensor) -> torch.Tensor:
         """``uint8 [B, 24, 8, 8]`` -> ``float32 [B, 24, 8, 8]`` by the encoder's fixed affine map."""
         return (planes.float() - self.plane_offset) * self.plane_scale
 
-    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """planes ``uint8 [B, 24, 8, 8]`` -> (policy logits ``[B, 4672]``, value ``[B]`` for side to move)."""
+    def forward_heads(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """planes -> (policy logits ``[B, 4672]``, value v ``[B]``, material m ``[B]`` or None without the head)."""
         x = self.tower(self.stem(self.scale_input(planes)))
         policy = self.policy_head(x).flatten(1)  # [B, 73 * 64]: action = plane * 64 + square
-        value = self.value_head(x).squeeze(1)
+        hidden = self.value_head[:-2](x)
+        value = self.value_head[-1](self.value_head[-2](hidden)).squeeze(1)
+        material = self.material_out(hidden).squeeze(1) if self.material_out is not None else None
+        return policy, value, material
+
+    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """planes ``uint8 [B, 24, 8, 8]`` -> (policy logits ``[B, 4672]``, value ``[B]`` for side to move):
+        the value searches use, v mixed with m by ``material_utility``."""
+        policy, value, material = self.forward_heads(planes)
+        utility = self.config.material_utility
+        if material is not None and utility > 0:
+            value = (1.0 - utility) * value + utility * material
         return policy, value
 
 
