@@ -180,7 +180,8 @@ def net_from_payload(payload: Any, source: str = "network") -> PolicyValueNet:
     if payload.get("encoding_version") != encoding.ENCODING_VERSION:
         raise InputError(f"{source}: made for encoding version {payload.get('encoding_version')!r}")
     try:
-        config = NetworkConfig(**payload["config"])
+        # Files written before the material head existed have no such keys: they have no head.
+        config = NetworkConfig(**{"material_head": False, "material_utility": 0.0, **payload["config"]})
         net = PolicyValueNet(config)
         net.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, RuntimeError) as error:
