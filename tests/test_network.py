@@ -246,7 +246,7 @@ def test_fused_copy_has_no_batchnorm_and_leaves_the_source_alone():
 
 def test_material_utility_mixes_the_material_output_into_the_searched_value():
     torch.manual_seed(0)
-    plain = PolicyValueNet(dataclasses.replace(TINY, material_head=True)).eval()
+    plain = PolicyValueNet(dataclasses.replace(TINY, material_head=True, material_utility=0.0)).eval()
     mixed = PolicyValueNet(dataclasses.replace(TINY, material_head=True, material_utility=0.25)).eval()
     mixed.load_state_dict(plain.state_dict())
     with torch.no_grad():  # large random weights so that v and m differ clearly
@@ -269,7 +269,7 @@ def test_material_head_round_trips_and_old_files_load_without_it(tmp_path):
     save_network(net, tmp_path / "m.pt")
     loaded = load_network(tmp_path / "m.pt")
     assert loaded.config == net.config and loaded.material_out is not None
-    payload = net_to_payload(PolicyValueNet(TINY))
+    payload = net_to_payload(PolicyValueNet(dataclasses.replace(TINY, material_head=False, material_utility=0.0)))
     for key in ("material_head", "material_utility"):  # a file written before the head existed
         del payload["config"][key]
     assert net_from_payload(payload).material_out is None

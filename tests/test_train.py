@@ -23,7 +23,8 @@ from alphazero.nets.network import (
 
 torch.set_num_threads(1)
 
-TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
+# Without the material head: these tests check the value and policy terms alone (the material head has its own).
+TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16, material_head=False, material_utility=0.0)
 
 
 def _boards(count: int, seed: int) -> list[chess.Board]:
