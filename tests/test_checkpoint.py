@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+import yaml
 
 from alphazero import checkpoint
 from alphazero.checkpoint import (
@@ -96,6 +97,18 @@ def test_config_round_trips_through_the_run_directory(tmp_path):
     config = load_config(None, ["network.blocks=2", "train.lr_milestones=[100, 200]", "seed=7"])
     run.write_config(config)
     assert run.read_config() == config
+
+
+def test_a_run_made_before_the_material_head_reads_back_without_it(tmp_path):
+    # Its config.yaml has no material keys and its weights no material output: it must resume as it was.
+    run = RunDirectory(tmp_path)
+    run.write_config(load_config(None, ["network.material_head=false", "network.material_utility=0"]))
+    data = yaml.safe_load(run.config_path.read_text())
+    del data["network"]["material_head"], data["network"]["material_utility"]
+    run.config_path.write_text(yaml.safe_dump(data))
+    network = run.read_config().network
+    assert not network.material_head and network.material_utility == 0.0
+    assert load_config(None).network.material_head  # a new run has the head
 
 
 def test_corrupt_config_in_run_directory_names_the_file(tmp_path):

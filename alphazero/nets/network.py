@@ -53,6 +53,16 @@ class NetworkConfig:
     material_utility: float = 0.5
 
 
+# Network keys added after networks and runs had been saved without them, each with the value that
+# rebuilds what such a file holds: a saved network config that lacks a key was made before it existed.
+KEYS_ADDED_LATER: dict[str, Any] = {"material_head": False, "material_utility": 0.0}
+
+
+def saved_network_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """A network config read from a file (network or run directory), with the keys it predates."""
+    return {**KEYS_ADDED_LATER, **saved}
+
+
 class ResidualBlock(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
@@ -182,8 +192,7 @@ def net_from_payload(payload: Any, source: str = "network") -> PolicyValueNet:
     if payload.get("encoding_version") != encoding.ENCODING_VERSION:
         raise InputError(f"{source}: made for encoding version {payload.get('encoding_version')!r}")
     try:
-        # Files written before the material head existed have no such keys: they have no head.
-        config = NetworkConfig(**{"material_head": False, "material_utility": 0.0, **payload["config"]})
+        config = NetworkConfig(**saved_network_config(payload["config"]))
         net = PolicyValueNet(config)
         net.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, RuntimeError) as error:
