@@ -273,3 +273,15 @@ def test_material_head_round_trips_and_old_files_load_without_it(tmp_path):
     for key in ("material_head", "material_utility"):  # a file written before the head existed
         del payload["config"][key]
     assert net_from_payload(payload).material_out is None
+
+
+def test_the_shipped_one_hour_network_loads_and_knows_a_queen_is_worth_having():
+    # docs/nets/default-1h.pt is the network docs/RESULTS.md measures ("One hour ... with the material head").
+    net = load_network(pathlib.Path(__file__).resolve().parent.parent / "docs" / "nets" / "default-1h.pt").eval()
+    assert net.config.material_head and net.config.material_utility == 0.5
+    up = chess.Board("rnb1kbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1")  # White, to move, a queen up
+    down = chess.Board("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNB1KBNR w KQkq - 0 1")  # White, to move, a queen down
+    with torch.no_grad():
+        _, value, material = net.forward_heads(torch.from_numpy(encoding.encode_boards([up, down])))
+    assert material is not None
+    assert value[0] > 0.3 > -0.3 > value[1] and material[0] > 0.5 > -0.5 > material[1]
