@@ -283,15 +283,21 @@ def tree_statistics_are_exact(search: CompiledMCTS, tree: CompiledGameTree) -> i
     "k7/8/1K6/8/8/8/8/6Q1 w - - 0 1",
     "rnbqkbnr/pppp1ppp/8/4p3/6P1/5P2/PPPPP2P/RNBQKBNR b KQkq - 0 2",
 ])
-def test_uniform_search_finds_mate_in_one(fen: str) -> None:
-    search = CompiledMCTS(UniformPlaneEvaluator(), SearchConfig(num_simulations=400))
+@pytest.mark.parametrize("mate_in_one", [True, False])
+def test_uniform_search_finds_mate_in_one(fen: str, mate_in_one: bool) -> None:
+    search = CompiledMCTS(UniformPlaneEvaluator(), SearchConfig(num_simulations=400, mate_in_one=mate_in_one))
     tree = CompiledGameTree(chess.Board(fen), seed=0)
     result = search.search([tree])[0]
     board = chess.Board(fen)
     board.push(result.move)
     assert board.is_checkmate()
     assert result.root_value > 0.5
-    assert tree_statistics_are_exact(search, tree) > 10
+    if mate_in_one:  # the root searched its mate only: the whole policy target, and no other node
+        assert result.visit_counts.max() == result.visit_counts.sum() == 400
+        assert tree_statistics_are_exact(search, tree) == 2
+    else:  # found by search among the other moves
+        assert result.visit_counts.max() < 400
+        assert tree_statistics_are_exact(search, tree) > 10
 
 
 def test_terminal_positions_are_scored_and_finished_games_refused() -> None:

@@ -144,21 +144,24 @@ def repeats_an_ancestor(b: chess.Board, ancestors: list[chess.Board]) -> bool:
     return any(a._transposition_key() == key for a in ancestors)
 
 
-def check_tree_consistency(tree: GameTree, value_of) -> int:
+def check_tree_consistency(tree: GameTree, value_of, mate_in_one: bool = True) -> int:
     """Every statistic of the tree agrees with a backup recomputed from the leaves; returns node count.
 
     For an expanded node: N = 1 + sum N(s, a); W(node) = own evaluation + sum W(s, a); for each child,
     N(s, a) = N(child) and W(s, a) = -W(child) (values flip sign at each ply). A terminal node holds
-    the oracle's result once per visit: python-chess's for a finished game, and a draw for a position
-    that repeats one of its ancestors in the tree. Any virtual loss left behind breaks these equalities.
+    the oracle's result once per visit: python-chess's for a finished game, a draw for a position
+    that repeats one of its ancestors in the tree, and (``mate_in_one``, below the root) a win for a
+    position whose mover can mate. Any virtual loss left behind breaks these equalities.
     """
     count = 0
-    for node, b, _, ancestors in walk(tree):
+    for node, b, depth, ancestors in walk(tree):
         count += 1
         assert not node.pending
         expected_terminal = oracle_terminal_value(b)
         if expected_terminal is None and repeats_an_ancestor(b, ancestors):
             expected_terminal = 0.0
+        if expected_terminal is None and mate_in_one and depth > 0 and mating_moves(b):
+            expected_terminal = 1.0
         if node.priors is None:
             # Only terminal positions are left unexpanded once a search has finished.
             assert node.terminal_value is not None
@@ -333,17 +336,25 @@ def test_uniform_search_finds_mate_in_one(fen):
     assert tree.board.fen() == b.fen() and tree.board.move_stack == b.move_stack
 
 
-def test_every_move_losing_gives_negative_values():
+@pytest.mark.parametrize("mate_in_one", [True, False])
+def test_every_move_losing_gives_negative_values(mate_in_one):
     b = board(EVERY_MOVE_LOSES)
     tree = GameTree(b)
-    result = MCTS(UniformEvaluator(), SearchConfig(num_simulations=400)).search([tree])[0]
+    result = MCTS(UniformEvaluator(), SearchConfig(num_simulations=400, mate_in_one=mate_in_one)).search([tree])[0]
     assert result.root_value < -0.6
     root = tree.root
     assert len(root.moves) == 2 and all(n > 0 for n in root.child_visits)
     for move in root.moves:
         assert root_edge_q(tree, move) < -0.5
-    # Below each move, White's mating reply is an edge with Q = +1 for White.
     for move, child in zip(root.moves, root.children):
+        assert child is not None
+        if mate_in_one:
+            # White can mate in one after each move: a proven win, never sent to the network, so
+            # every visit of the root's edge scored exactly -1.
+            assert child.terminal_value == 1.0 and child.priors is None
+            assert root_edge_q(tree, move) == pytest.approx(-1.0)
+            continue
+        # Without it, White's mating reply is found by search: an edge with Q = +1 for White.
         after = b.copy()
         after.push(move)
         (mate,) = mating_moves(after)
@@ -356,7 +367,8 @@ def test_terminal_leaves_back_up_oracle_results_and_are_never_evaluated():
     b = board(WHITE_QUEEN_MATE)
     evaluator = RecordingEvaluator("uniform")
     tree = GameTree(b)
-    MCTS(evaluator, SearchConfig(num_simulations=400)).search([tree])
+    # Without mate_in_one, so that the root searches its stalemating and mating moves alike.
+    MCTS(evaluator, SearchConfig(num_simulations=400, mate_in_one=False)).search([tree])
     root = tree.root
     stalemates = mates = 0
     for move, child, n, w in zip(root.moves, root.children, root.child_visits, root.child_values):
@@ -374,7 +386,7 @@ def test_terminal_leaves_back_up_oracle_results_and_are_never_evaluated():
     assert evaluator.boards
     for seen in evaluator.boards:
         assert oracle_terminal_value(seen) is None, seen.fen()
-    check_tree_consistency(tree, evaluator.value_of)
+    check_tree_consistency(tree, evaluator.value_of, mate_in_one=False)
 
 
 def test_backup_signs_with_a_fixed_value_evaluator():
@@ -626,13 +638,14 @@ def test_virtual_loss_batches_several_leaves_per_game_and_still_finds_mates():
     evaluator = RecordingEvaluator("uniform")
     sims = 300
     trees = [GameTree(board(fen), seed=i) for i, fen in enumerate(fens)]
-    results = MCTS(evaluator, SearchConfig(num_simulations=sims, leaves_per_game=8)).search(trees)
+    # Without mate_in_one, which would search only the mate (no leaf for the network at all).
+    results = MCTS(evaluator, SearchConfig(num_simulations=sims, leaves_per_game=8, mate_in_one=False)).search(trees)
     assert max(evaluator.batch_sizes[1:]) > len(trees)  # [0] is the root expansion
     for fen, tree, result in zip(fens, trees, results):
         assert result.move in mating_moves(board(fen))
         assert int(result.visit_counts.sum()) == sims
         assert tree.root.visits == sims + 1
-        check_tree_consistency(tree, evaluator.value_of)  # no virtual loss left anywhere
+        check_tree_consistency(tree, evaluator.value_of, mate_in_one=False)  # no virtual loss left anywhere
     for seen in evaluator.boards:
         assert oracle_terminal_value(seen) is None
 
@@ -654,12 +667,13 @@ def test_virtual_loss_collisions_on_narrow_trees_are_undone(fen):
     evaluator = RecordingEvaluator("hash")
     tree = GameTree(b, seed=0)
     sims = 120
-    result = MCTS(evaluator, SearchConfig(num_simulations=sims, leaves_per_game=8)).search([tree])[0]
+    config = SearchConfig(num_simulations=sims, leaves_per_game=8, mate_in_one=False)  # mates are found by search
+    result = MCTS(evaluator, config).search([tree])[0]
     # With so few moves, 8 distinct leaves cannot always be found: some rounds end early on a collision.
     assert min(evaluator.batch_sizes[1:]) < 8
     assert int(result.visit_counts.sum()) == sims
     assert tree.root.visits == sims + 1
-    check_tree_consistency(tree, evaluator.value_of)
+    check_tree_consistency(tree, evaluator.value_of, mate_in_one=False)
 
 
 SHUFFLE = "k7/p7/P7/8/8/8/8/K7 w - - 0 40"  # blocked pawns: only the kings move, repetitions come fast
@@ -712,3 +726,33 @@ def test_a_reused_root_that_was_a_repetition_draw_is_searched_again():
     result = mcts.search([tree], num_simulations=20)[0]
     assert tree.root.terminal_value is None and tree.root.priors is not None
     assert int(result.visit_counts.sum()) == 20 and tree.root.visits == 21
+
+
+
+class WonButBlind:
+    """A network that knows the position is won but not how: every mating move gets a tiny prior,
+    every other move an equal share, every position the value +0.95 (as a net a queen up sees it)."""
+
+    def prepare(self, board: chess.Board, moves: list[chess.Move]) -> tuple[list[chess.Move], list[chess.Move]]:
+        return moves, mating_moves(board)
+
+    def evaluate(self, requests: list) -> tuple[list[np.ndarray], np.ndarray]:
+        priors = []
+        for moves, mates in requests:
+            p = np.array([0.001 if move in mates else 1.0 for move in moves], dtype=np.float64)
+            priors.append((p / p.sum()).astype(np.float32))
+        return priors, np.full(len(requests), 0.95, dtype=np.float32)
+
+
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
+def test_mate_in_one_is_played_however_small_its_prior(algorithm):
+    b = board("6k1/5ppp/8/8/8/8/1Q6/R5K1 w - - 0 1")  # a queen and a rook up; Ra8# and Qb8#
+    mates = mating_moves(b)
+    blind = MCTS(WonButBlind(), SearchConfig(num_simulations=200, algorithm=algorithm, mate_in_one=False))
+    assert blind.search([GameTree(b)])[0].move not in mates  # the failure mate_in_one removes
+    found = MCTS(WonButBlind(), SearchConfig(num_simulations=200, algorithm=algorithm)).search([GameTree(b)])[0]
+    assert found.move in mates
+    # The mate is the only move searched: the whole policy target, and the root value tends to +1.
+    index = found.moves.index(found.move)
+    assert found.visit_counts[index] == found.visit_counts.sum() == 200
+    assert found.pi[index] > 0.99 and found.root_value > 0.99

@@ -7,7 +7,7 @@ import random
 import chess
 import pytest
 
-from alphazero.board.movegen import legal_moves
+from alphazero.board.movegen import legal_moves, mating_move_index
 
 # Positions chosen for what goes wrong in move generators (most from the perft suites).
 TRICKY = [
@@ -68,3 +68,78 @@ def test_boards_it_does_not_handle_go_to_python_chess() -> None:
     assert set(legal_moves(no_king)) == set(no_king.legal_moves)
     chess960 = chess.Board("bqnb1rkr/pp3ppp/3ppn2/2p5/5P2/P2P4/NPP1P1PP/BQ1BNRKR w HFhf - 2 9", chess960=True)
     assert set(legal_moves(chess960)) == set(chess960.legal_moves)
+
+
+def _first_mate(board: chess.Board, moves: list[chess.Move]) -> int | None:
+    for index, move in enumerate(moves):
+        board.push(move)
+        mate = board.is_checkmate()
+        board.pop()
+        if mate:
+            return index
+    return None
+
+
+def _random_placement(rng: random.Random) -> chess.Board:
+    """Two kings and one to five pieces, most of them for the side to move: positions rich in mates."""
+    board = chess.Board(None)
+    squares = rng.sample(range(64), 7)
+    board.set_piece_at(squares[0], chess.Piece(chess.KING, chess.WHITE))
+    board.set_piece_at(squares[1], chess.Piece(chess.KING, chess.BLACK))
+    strong = rng.choice([chess.WHITE, chess.BLACK])
+    for square in squares[2:2 + rng.randint(1, 5)]:
+        piece = rng.choice([chess.QUEEN, chess.ROOK, chess.ROOK, chess.BISHOP, chess.KNIGHT, chess.PAWN, chess.PAWN])
+        if piece != chess.PAWN or chess.square_rank(square) not in (0, 7):
+            board.set_piece_at(square, chess.Piece(piece, strong if rng.random() < 0.8 else not strong))
+    board.turn = strong
+    return board
+
+
+def test_mating_move_index_is_the_first_mate_by_brute_force() -> None:
+    """The check filter never drops a mate: equal to playing every move, on random placements (rich in
+    mates) and along random games with forcing moves (pins, discoveries, castling, en passant)."""
+    rng = random.Random(11)
+    positions = mates = promotions = 0
+    while positions < 4_000:
+        board = _random_placement(rng)
+        if not board.is_valid() or board.is_game_over():
+            continue
+        moves = legal_moves(board)
+        expected = _first_mate(board, moves)
+        assert mating_move_index(board, moves) == expected, board.fen()
+        positions += 1
+        if expected is not None:
+            mates += 1
+            promotions += moves[expected].promotion is not None
+    assert mates > 80 and promotions > 0
+    for game in range(40):
+        board = chess.Board(TRICKY[game % len(TRICKY)])
+        for _ in range(120):
+            moves = legal_moves(board)
+            if not moves:
+                break
+            assert mating_move_index(board, moves) == _first_mate(board, moves), board.fen()
+            positions += 1
+            forcing = [m for m in moves if board.is_capture(m) or board.gives_check(m)] if rng.random() < 0.6 else []
+            board.push(rng.choice(forcing or moves))
+    assert positions > 7_000
+
+
+@pytest.mark.parametrize("fen, mates", [
+    ("6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1", {"a1a8"}),  # back rank
+    ("6rk/6pp/8/6N1/8/8/8/6K1 w - - 0 1", {"g5f7"}),  # smothered
+    ("6rk/6p1/8/7N/8/8/8/K6R w - - 0 1", {"h5f6", "h5f4", "h5g3"}),  # discovered (and double) checks
+    ("8/8/8/8/8/8/5Q2/k3K2R w K - 0 1", {"e1g1"}),  # castling: the rook mates
+    ("4k3/4P3/4K3/8/8/8/8/7B w - - 0 1", {"h1c6"}),  # the pawn guards the flight squares
+    ("k7/2K5/8/8/8/8/8/1R6 w - - 0 1", {"b1a1"}),
+    ("7k/8/8/8/8/8/6PP/R3K3 w Q - 0 1", set()),  # castling, no check
+    ("3k4/3P4/3K4/8/8/8/8/8 w - - 0 1", set()),  # stalemating is not mating
+    ("8/8/8/8/k1pP4/8/1K6/1R6 b - d3 0 1", set()),  # en passant, no mate
+    ("4k3/8/4K3/8/8/8/8/3Q3B w - - 0 1", set()),  # checks the king escapes or takes
+])
+def test_mating_move_index_on_hand_made_positions(fen: str, mates: set[str]) -> None:
+    board = chess.Board(fen)
+    moves = legal_moves(board)
+    index = mating_move_index(board, moves)
+    assert index == _first_mate(board, moves)
+    assert ({moves[index].uci()} <= mates) if index is not None else not mates

@@ -92,6 +92,10 @@ def test_bad_network_parameter_is_named(tiny_net) -> None:
         make_player(f"policy:{tiny_net}?sims=4")
     with pytest.raises(ValueError, match="algorithm must be puct or gumbel, got 'mcts'"):
         make_player(f"mcts:{tiny_net}?algorithm=mcts")
+    with pytest.raises(ValueError, match="mates must be 0 or 1, got 'yes'"):
+        make_player(f"mcts:{tiny_net}?mates=yes")
+    assert make_player(f"mcts:{tiny_net}?mates=0").mcts.config.mate_in_one is False  # type: ignore[attr-defined]
+    assert make_player(f"mcts:{tiny_net}").mcts.config.mate_in_one is True  # type: ignore[attr-defined]
 
 
 def test_run_directory_without_state_is_a_clear_error(tmp_path) -> None:

@@ -208,3 +208,73 @@ def legal_moves(board: chess.Board) -> list[chess.Move]:
                 if not empty_path & occupied and not safe_path & enemy:
                     append(_MOVES[(rank + 4) * 64 + rank + 2])
     return moves
+
+
+def mating_move_index(board: chess.Board, moves: list[chess.Move]) -> int | None:
+    """Index in ``moves`` (``board``'s legal moves) of the first move that checkmates, else None.
+
+    A cheap filter first: a move can give check only when the piece arriving attacks the enemy king
+    from its new square, when it leaves a line between the enemy king and one of the mover's sliders
+    (a discovered check), or when it castles or captures en passant. Only those moves are played and
+    tested with python-chess (check, and no legal reply), so the answer is exact.
+    """
+    us = board.turn
+    king_bb = board.kings & board.occupied_co[not us]
+    if not king_bb or king_bb & (king_bb - 1) or board.chess960:
+        for index, move in enumerate(moves):
+            board.push(move)
+            mate = board.is_checkmate()
+            board.pop()
+            if mate:
+                return index
+        return None
+    king = king_bb.bit_length() - 1
+    ours = board.occupied_co[us]
+    occupied = board.occupied
+    # Our pieces that alone stand between the enemy king and one of our sliders aimed at it.
+    discoverers = 0
+    snipers = (((_RANK[king][0] | _FILE[king][0]) & (board.rooks | board.queens))
+               | (_DIAG[king][0] & (board.bishops | board.queens))) & ours
+    while snipers:
+        sniper = snipers.bit_length() - 1
+        snipers ^= 1 << sniper
+        between = _BETWEEN[king][sniper] & occupied
+        if between and not between & (between - 1):
+            discoverers |= between & ours
+    pawn_checks = _PAWN[not us][king]  # squares from which a pawn of ours attacks the king
+    knight_checks = _KNIGHT[king]
+    pawns, knights, kings = board.pawns, board.knights, board.kings
+    diagonal, straight = board.bishops | board.queens, board.rooks | board.queens
+    ep_square = board.ep_square
+    for index, move in enumerate(moves):
+        start, to = move.from_square, move.to_square
+        start_bit, to_bit = 1 << start, 1 << to
+        candidate = bool(start_bit & discoverers)
+        if not candidate:
+            piece = move.promotion
+            if piece is None:
+                piece = (chess.PAWN if start_bit & pawns else chess.KNIGHT if start_bit & knights
+                         else chess.KING if start_bit & kings else 0)
+                if not piece:
+                    piece = (chess.QUEEN if start_bit & diagonal and start_bit & straight
+                             else chess.BISHOP if start_bit & diagonal else chess.ROOK)
+            if piece == chess.PAWN:
+                candidate = bool(to_bit & pawn_checks) or to == ep_square
+            elif piece == chess.KNIGHT:
+                candidate = bool(to_bit & knight_checks)
+            elif piece == chess.KING:
+                candidate = abs(to - start) == 2 and start_bit & _BACK_RANKS != 0  # castling: the rook may check
+            else:
+                after = (occupied & ~start_bit) | to_bit
+                if piece != chess.ROOK:
+                    candidate = bool(_DIAG[to][_DIAG_MASKS[to] & after] & king_bb)
+                if not candidate and piece != chess.BISHOP:
+                    candidate = bool((_RANK[to][_RANK_MASKS[to] & after] | _FILE[to][_FILE_MASKS[to] & after])
+                                     & king_bb)
+        if candidate:
+            board.push(move)
+            mate = board.is_check() and not any(board.generate_legal_moves())
+            board.pop()
+            if mate:
+                return index
+    return None

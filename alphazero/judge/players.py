@@ -3,9 +3,10 @@
 ========================================================= ==================================================
 spec                                                      player
 ========================================================= ==================================================
-``mcts:PATH?sims=N&cpuct=C&algorithm=A``                  network with search (A: puct, the default, or gumbel);
-                                                          PATH a network file or a run directory (its
-                                                          current best network)
+``mcts:PATH?sims=N&cpuct=C&algorithm=A&mates=M``          network with search (A: puct, the default, or gumbel;
+                                                          M: 1, the default, finds mates in one, 0 not:
+                                                          ``SearchConfig.mate_in_one``); PATH a network
+                                                          file or a run directory (its current best network)
 ``policy:PATH``                                           the raw network policy, most probable legal move
 ``random``                                                uniformly random legal move
 ``greedy``                                                mate in one, else the capture that wins the most
@@ -272,8 +273,12 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 if value not in ("puct", "gumbel"):
                     raise InputError(f"player spec {spec!r}: algorithm must be puct or gumbel, got {value!r}")
                 changes["algorithm"] = value
+            elif key == "mates":
+                if value not in ("0", "1"):
+                    raise InputError(f"player spec {spec!r}: mates must be 0 or 1, got {value!r}")
+                changes["mate_in_one"] = value == "1"
             else:
-                raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm)")
+                raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm, mates)")
         try:
             net = load_network(resolve_network_path(path))
         except UserError as error:

@@ -11,8 +11,8 @@ nothing of torch or Ray.
 The algorithm is ``alphazero.search.mcts``'s PUCT, operation for operation (its docstring has the
 formula): the same selection (tried moves in the order first tried, then the best untried one at
 first-play urgency, ties to the earlier), the same virtual loss, the same terminal rules (checkmate,
-stalemate, insufficient material, fifty moves, threefold repetition over the game, and a position
-repeating one earlier in the tree as a draw), the same root Dirichlet noise and move sampling drawn
+stalemate, insufficient material, fifty moves, threefold repetition over the game, a position
+repeating one earlier in the tree as a draw, and a position whose mover can mate in one as a win), the same root Dirichlet noise and move sampling drawn
 from the tree's generator, the same tree reuse. Moves are kept in ``alphazero.board.movegen``'s order
 (``alphazero.board.move_order``) and priors are softmaxed as ``masked_softmax`` does, sums in numpy's
 pairwise order, so with the same evaluator and seed both searches return the same visit counts and
@@ -30,12 +30,13 @@ Layout (``B`` game slots, ``N`` node and ``E`` edge capacity per slot, grown by 
 ============ ===================== ===================================================================
 array        shape, dtype          content
 ============ ===================== ===================================================================
-``nodes_i``  [B, N, 8] int32       ``NI_EDGE_START`` (first edge, -1 before expansion), ``NI_NUM_EDGES``
+``nodes_i``  [B, N, 9] int32       ``NI_EDGE_START`` (first edge, -1 before expansion), ``NI_NUM_EDGES``
                                    (legal moves K), ``NI_VISITS`` N(s) (virtual visits included),
                                    ``NI_STATE`` (``FRESH``, ``PENDING`` waiting for the network,
                                    ``EXPANDED``, ``TERMINAL``), ``NI_PARENT`` / ``NI_PARENT_EDGE`` (-1
                                    at the root, always node 0), ``NI_NUM_TRIED``, ``NI_CURSOR``
-                                   (position in the prior order before which every move was tried)
+                                   (position in the prior order before which every move was tried),
+                                   ``NI_WIN`` (a root's mating move, local, -1 if none: ``mate_in_one``)
 ``nodes_f``  [B, N, 3] float64     ``NF_VALUE_SUM`` (for the node's mover), ``NF_TERMINAL`` (the true
                                    result for the mover), ``NF_RAW`` (the network's value)
 ``edges_i``  [B, E, 6] int32       ``EI_MOVE`` (kernel int), ``EI_ACTION`` (policy index),
@@ -95,6 +96,7 @@ from alphazero.board.kernel import (
     ST_SIDE,
     U_EP,
     Z_EP,
+    generate_moves,
     in_check,
     insufficient_material,
     make_move,
@@ -106,8 +108,8 @@ from alphazero.board.position import _TOLERATED, SEARCH_RESERVE, move_from_chess
 from alphazero.board.position import _check as check_board
 from alphazero.search.mcts import SearchConfig, SearchResult
 
-NI_EDGE_START, NI_NUM_EDGES, NI_VISITS, NI_STATE, NI_PARENT, NI_PARENT_EDGE, NI_NUM_TRIED, NI_CURSOR = range(8)
-NODE_I = 8
+NI_EDGE_START, NI_NUM_EDGES, NI_VISITS, NI_STATE, NI_PARENT, NI_PARENT_EDGE, NI_NUM_TRIED, NI_CURSOR, NI_WIN = range(9)
+NODE_I = 9
 NF_VALUE_SUM, NF_TERMINAL, NF_RAW = range(3)
 NODE_F = 3
 EI_MOVE, EI_ACTION, EI_CHILD, EI_VISITS, EI_ORDER, EI_TRIED = range(6)
@@ -118,8 +120,8 @@ T_NUM_NODES, T_NUM_EDGES, T_ROOT_PLY = range(3)
 TREE_SIZE = 3
 FRESH, PENDING, EXPANDED, TERMINAL = 0, 1, 2, 3
 # Parameters handed to the compiled functions as one float64 array.
-P_C_PUCT, P_C_BASE, P_FPU, P_VIRTUAL_LOSS, P_TWOFOLD, P_LEAVES_PER_GAME = range(6)
-NUM_PARAMS = 6
+P_C_PUCT, P_C_BASE, P_FPU, P_VIRTUAL_LOSS, P_TWOFOLD, P_LEAVES_PER_GAME, P_MATE_IN_ONE = range(7)
+NUM_PARAMS = 7
 # What one selection found.
 SELECT_COLLISION, SELECT_TERMINAL, SELECT_REQUEST, SELECT_TOO_DEEP = 0, 1, 2, 3
 MAX_DEPTH = SEARCH_RESERVE - 16  # plies below the root; the kernel keeps SEARCH_RESERVE free
@@ -260,6 +262,7 @@ def _new_node(nodes_i, nodes_f, trees, g, parent, parent_edge):
     nodes_i[g, node, NI_PARENT_EDGE] = parent_edge
     nodes_i[g, node, NI_NUM_TRIED] = 0
     nodes_i[g, node, NI_CURSOR] = 0
+    nodes_i[g, node, NI_WIN] = -1
     nodes_f[g, node, NF_VALUE_SUM] = 0.0
     nodes_f[g, node, NF_TERMINAL] = 0.0
     nodes_f[g, node, NF_RAW] = 0.0
@@ -295,10 +298,31 @@ def _tree_key(keys, undo, st, ply, current):
 
 
 @njit(cache=True)
-def _reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, bb, sq, st, keys, undo, moves, rows):
+def mating_move(bb, sq, st, keys, undo, moves, count):
+    """Index in ``moves[:count]`` (the legal moves) of the first that checkmates, else -1
+    (``movegen.mating_move_index``): each move is played, and only a check has its replies generated."""
+    replies = np.empty(0, np.int32)
+    for k in range(count):
+        make_move(bb, sq, st, keys, undo, moves[k])
+        mate = False
+        if in_check(bb, st):
+            if len(replies) == 0:
+                replies = np.empty(MAX_MOVES, np.int32)
+            mate = generate_moves(bb, sq, st, replies, False) == 0
+        unmake_move(bb, sq, st, undo)
+        if mate:
+            return k
+    return -1
+
+
+@njit(cache=True)
+def _reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, mate_in_one, bb, sq, st, keys, undo,
+           moves, rows):
     """First arrival at a fresh node of slot ``g``, its board (the slot's kernel arrays) standing there:
     its terminal status, else its legal moves as edges and its planes in ``rows`` (uint64 [24, 8]).
-    Returns True when the node now waits for the network."""
+    With ``mate_in_one`` a node below the root whose mover can mate is a win (terminal, +1) and the
+    root (``depth`` 0) keeps its mating move in ``NI_WIN``. Returns True when the node now waits for
+    the network."""
     count = ordered_moves(bb, sq, st, moves)
     halfmove = st[ST_HALFMOVE]
     terminal = True
@@ -321,10 +345,17 @@ def _reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, b
                 if _tree_key(keys, undo, st, ply - distance, False) == key:
                     terminal = True
                     break
+    win = -1
+    if not terminal and mate_in_one:
+        win = mating_move(bb, sq, st, keys, undo, moves, count)
+        if win >= 0 and depth > 0:
+            terminal = True
+            value = 1.0
     if terminal:
         nodes_i[g, node, NI_STATE] = TERMINAL
         nodes_f[g, node, NF_TERMINAL] = value
         return False
+    nodes_i[g, node, NI_WIN] = win
     start = trees[g, T_NUM_EDGES]
     trees[g, T_NUM_EDGES] = start + count
     flip = 56 if st[ST_SIDE] == K.BLACK else 0
@@ -357,6 +388,7 @@ def _select(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys,
     fpu_reduction = params[P_FPU]
     virtual_loss = params[P_VIRTUAL_LOSS]
     twofold = params[P_TWOFOLD] != 0.0
+    mate_in_one = params[P_MATE_IN_ONE] != 0.0
     board_bb, board_sq, board_st, board_keys, board_undo = bb[g], sq[g], st[g], keys[g], undo[g]
     node = 0
     depth = 0
@@ -380,8 +412,8 @@ def _select(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys,
                     child = parent
                 what = SELECT_COLLISION
                 break
-            if _reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, board_bb, board_sq, board_st,
-                      board_keys, board_undo, moves, planes[request]):
+            if _reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, mate_in_one, board_bb,
+                      board_sq, board_st, board_keys, board_undo, moves, planes[request]):
                 what = SELECT_REQUEST
             else:
                 what = SELECT_TERMINAL
@@ -389,9 +421,24 @@ def _select(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys,
         if depth >= MAX_DEPTH:
             what = SELECT_TOO_DEEP
             break
-        # PUCT: Q + U over the tried moves and the best untried one (all untried share the FPU).
         start = nodes_i[g, node, NI_EDGE_START]
         count = nodes_i[g, node, NI_NUM_EDGES]
+        win = nodes_i[g, node, NI_WIN]
+        if win >= 0:  # a root that can mate searches its mate only (mate_in_one)
+            if edges_i[g, start + win, EI_CHILD] < 0:
+                tried = nodes_i[g, node, NI_NUM_TRIED]
+                edges_i[g, start + tried, EI_TRIED] = win
+                nodes_i[g, node, NI_NUM_TRIED] = tried + 1
+                edges_i[g, start + win, EI_CHILD] = _new_node(nodes_i, nodes_f, trees, g, node, start + win)
+            edge = start + win
+            nodes_i[g, node, NI_VISITS] += 1
+            edges_i[g, edge, EI_VISITS] += 1
+            edges_f[g, edge, EF_VALUE] -= virtual_loss
+            make_move(board_bb, board_sq, board_st, board_keys, board_undo, edges_i[g, edge, EI_MOVE])
+            depth += 1
+            node = edges_i[g, edge, EI_CHILD]
+            continue
+        # PUCT: Q + U over the tried moves and the best untried one (all untried share the FPU).
         parent_visits = nodes_i[g, node, NI_VISITS]
         if c_base > 0:
             c = c_puct + math.log((parent_visits + c_base + 1) / c_base)
@@ -498,7 +545,7 @@ def expand_leaves(count, request_slots, request_nodes, logits, values, params, n
 
 @njit(cache=True)
 def collect_roots(slots, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys, undo, planes, request_slots,
-                  request_nodes, moves):
+                  request_nodes, moves, mate_in_one):
     """Every root not expanded yet, reset and encoded for one network call (``MCTS._expand_roots``).
 
     Returns ``(requests, finished)``: ``finished`` is the index in ``slots`` of a game that is over
@@ -513,7 +560,7 @@ def collect_roots(slots, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, 
         nodes_i[g, 0, NI_STATE] = FRESH
         nodes_i[g, 0, NI_VISITS] = 0
         nodes_f[g, 0, NF_VALUE_SUM] = 0.0
-        if not _reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, 0, 0, False, bb[g], sq[g], st[g], keys[g],
+        if not _reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, 0, 0, False, mate_in_one, bb[g], sq[g], st[g], keys[g],
                       undo[g], moves, planes[requests]):
             return requests, j
         request_slots[requests] = g
@@ -962,6 +1009,7 @@ class CompiledMCTS:
         self.params[P_VIRTUAL_LOSS] = config.virtual_loss
         self.params[P_TWOFOLD] = 1.0 if config.twofold_draw else 0.0
         self.params[P_LEAVES_PER_GAME] = config.leaves_per_game
+        self.params[P_MATE_IN_ONE] = 1.0 if config.mate_in_one else 0.0
         self._planes = np.zeros((0, 24, 8, 8), np.uint8)
         self._rows = plane_rows(self._planes)
         self._request_slots = np.zeros(0, np.int64)
@@ -1043,7 +1091,7 @@ class CompiledMCTS:
         self._buffers(count * config.leaves_per_game)
         requests, finished = collect_roots(slots, f.nodes_i, f.nodes_f, f.edges_i, f.edges_f, f.trees, f.bb, f.sq, f.st,
                                            f.keys, f.undo, self._rows, self._request_slots, self._request_nodes,
-                                           self._moves)
+                                           self._moves, self.config.mate_in_one)
         if finished >= 0:
             raise ValueError(f"cannot search a finished game: {trees[finished].board.fen()}")
         if requests:

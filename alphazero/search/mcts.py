@@ -34,6 +34,14 @@ threefold repetition). As in lc0, a position that repeats one earlier *in the sa
 scored a draw (``twofold_draw``): the side that is better then looks for progress instead of
 shuffling, and the worse side for the repetition it could force.
 
+Mate in one (``mate_in_one``, on by default): when a node is first reached its moves are tested for
+checkmate (``movegen.mating_move_index``: a cheap check filter, then an exact test). Below the root a
+node whose mover can mate is a proven win, scored +1 without a network call, exactly as a checkmate
+one ply further down would be once found; so the search sees at once which of its moves allow a mate.
+At the root the mating move is the only one searched, so it is played and is the whole policy
+target. Without it a low-prior mate is never tried: in a won position every tried move's Q is near
++1 and first-play urgency puts the untried ones below them (docs/RESULTS.md "Mate in one").
+
 Cost: python-chess dominates. Each game keeps one board; the search descends with push/pop, lists
 legal moves once per node (at expansion, with ``alphazero.board.movegen``) and keeps child statistics in
 small lists over the legal moves only.
@@ -50,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from alphazero.board.game import terminal_status
-from alphazero.board.movegen import legal_moves
+from alphazero.board.movegen import legal_moves, mating_move_index
 
 
 class Evaluator(Protocol):
@@ -81,6 +89,7 @@ class SearchConfig:
     virtual_loss: float = 1.0
     reuse_tree: bool = True
     twofold_draw: bool = True  # a position repeating one earlier in the same tree is a draw (as lc0)
+    mate_in_one: bool = True  # a node whose mover can mate is a proven win; a root plays its mate (module docs)
     algorithm: str = "puct"  # puct (AlphaZero) or gumbel (Gumbel AlphaZero, sequential halving)
     gumbel_considered: int = 16  # m: root actions sampled by Gumbel-top-k (mctx's default)
     gumbel_c_visit: float = 50.0  # sigma(q) = (c_visit + max N) * c_scale * q
@@ -131,7 +140,7 @@ class Node:
 
     __slots__ = (
         "moves", "priors", "children", "child_visits", "child_values", "visits", "value_sum",
-        "terminal_value", "pending", "prior_list", "order", "tried", "cursor", "key", "raw_value",
+        "terminal_value", "pending", "prior_list", "order", "tried", "cursor", "key", "raw_value", "win_index",
     )
 
     def __init__(self) -> None:
@@ -150,6 +159,7 @@ class Node:
         self.cursor = 0  # position in ``order`` before which every move has been tried
         self.key: tuple | None = None  # ``position_key`` of the position, set when first reached
         self.raw_value = 0.0  # the network's value for this node's mover (Gumbel's mixed value)
+        self.win_index: int | None = None  # a root's mating move (mate_in_one), the only move it searches
 
     def expand(self, priors: np.ndarray, value: float = 0.0) -> None:
         assert self.moves is not None, "a node is expanded once its moves are known"
@@ -382,6 +392,7 @@ class MCTS:
             root.terminal_value, root.visits, root.value_sum = None, 0, 0.0
             root.moves = moves
             root.key = position_key(tree.board)
+            root.win_index = mating_move_index(tree.board, moves) if self.config.mate_in_one else None
             requests.append(self.evaluator.prepare(tree.board, moves))
             roots.append(root)
         if requests:
@@ -405,6 +416,7 @@ class MCTS:
         c_puct, c_base, fpu_reduction = config.c_puct, config.c_puct_base, config.fpu_reduction
         log, sqrt = math.log, math.sqrt
         twofold = config.twofold_draw
+        mate_in_one = config.mate_in_one
         gumbel = config.algorithm == "gumbel"
         request = None
         while True:
@@ -429,13 +441,21 @@ class MCTS:
                     if twofold and self._repeats_in_tree(node.key, path, board.halfmove_clock):
                         node.terminal_value = 0.0
                         break
+                    if mate_in_one and mating_move_index(board, moves) is not None:
+                        node.terminal_value = 1.0  # a proven win for the mover (module docs)
+                        break
                 node.pending = True
                 request = self.evaluator.prepare(board, node.moves)
                 break
             node_moves = node.moves  # known: the node has priors
             assert node_moves is not None
-            if gumbel:
-                best_index = self._gumbel_root_index(tree) if node is tree.root else self._gumbel_interior_index(node)
+            if node.win_index is not None or gumbel:
+                if node.win_index is not None:
+                    best_index = node.win_index
+                elif node is tree.root:
+                    best_index = self._gumbel_root_index(tree)
+                else:
+                    best_index = self._gumbel_interior_index(node)
                 children = node.children
                 if children[best_index] is None:
                     node.tried.append(best_index)
