@@ -106,6 +106,24 @@ def test_perfect_score_is_finite() -> None:
     assert "W/D/L 10/0/0" in text and "nan" not in text.lower() and "inf" not in text.lower()
 
 
+@pytest.mark.parametrize("games", [10, 100])
+def test_perfect_and_zero_scores_have_an_exact_one_sided_bound(games: int) -> None:
+    """No variance, so no normal interval: the bound is Clopper-Pearson's for n wins in n games,
+    p >= 0.025^(1/n); the open side stays at the clamp and the text says there is no bound there."""
+    won, lost = match_result(games, 0, 0), match_result(0, 0, games)
+    p = 0.025 ** (1.0 / games)
+    assert won.elo_low == pytest.approx(400 * math.log10(p / (1 - p)))
+    assert lost.elo_high == pytest.approx(-won.elo_low) and lost.elo_low == -won.elo_high
+    assert won.elo_low < won.elo_high and (games == 100) == (won.elo_low > 400)
+    assert str(won).startswith(f"W/D/L {games}/0/0, score 1.000, Elo >= {won.elo_low:+.1f} (95%; every game won")
+    assert f"Elo <= {lost.elo_high:+.1f} (95%; every game lost" in str(lost)
+    pairs = pentanomial_result([0, 0, 0, 0, games // 2])
+    assert pairs.elo_low == pytest.approx(score_to_elo(0.025 ** (1.0 / (games // 2))))
+    assert "Elo >= " in str(pairs)
+    # One draw is enough for the normal interval again.
+    assert "[" in str(match_result(games - 1, 1, 0))
+
+
 def test_match_result_string_format() -> None:
     text = str(match_result(12, 5, 3))
     assert text.startswith("W/D/L 12/5/3, score 0.725, Elo +168.4 [")

@@ -102,13 +102,30 @@ def _mean_and_variance(counts: Sequence[float], values: Sequence[float]) -> tupl
 
 
 def _elo_interval(score: float, variance: float, samples: float) -> tuple[float, float]:
-    """95% normal interval on a sample mean score, mapped to Elo: s +- 1.959964 sqrt(var / N)."""
+    """95% normal interval on a sample mean score, mapped to Elo: s +- 1.959964 sqrt(var / N).
+
+    Where every sample scored 1 (or 0) the variance is 0 and the normal interval collapses onto the
+    clamped +-``ELO_LIMIT``; there the bound on the open side is the exact (Clopper-Pearson) one
+    for N successes in N trials, p >= 0.025^(1/N) (100 games won: p >= 0.964, +455 Elo).
+    """
+    if variance == 0.0 and score in (0.0, 1.0):
+        bound = score_to_elo(0.025 ** (1.0 / samples))
+        return (bound, ELO_LIMIT) if score == 1.0 else (-ELO_LIMIT, -bound)
     half_width = Z_95 * math.sqrt(variance / samples)
     return score_to_elo(score - half_width), score_to_elo(score + half_width)
 
 
 def _format_elo(value: float) -> str:
     return f"{value:+.1f}"
+
+
+def _elo_text(elo: float, low: float, high: float) -> str:
+    """``Elo +x [low, high] (95%)``; a score of 100% (0%) has only a lower (upper) bound."""
+    if elo >= ELO_LIMIT:
+        return f"Elo >= {_format_elo(low)} (95%; every game won: no upper bound)"
+    if elo <= -ELO_LIMIT:
+        return f"Elo <= {_format_elo(high)} (95%; every game lost: no lower bound)"
+    return f"Elo {_format_elo(elo)} [{_format_elo(low)}, {_format_elo(high)}] (95%)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -122,8 +139,9 @@ class MatchResult:
     With n = w + d + l games, score s = (w + d/2) / n and Elo = 400 log10(s / (1 - s)). The
     per-game score takes the values 1, 1/2, 0 with frequencies w/n, d/n, l/n, so its variance is
     var = (w (1 - s)^2 + d (1/2 - s)^2 + l s^2) / n; the 95% interval is the normal interval
-    s +- 1.959964 sqrt(var / n) mapped through ``score_to_elo`` (as cutechess-cli does), so every
-    bound is finite even at a 100% or 0% score. LOS, the likelihood of superiority, ignores draws:
+    s +- 1.959964 sqrt(var / n) mapped through ``score_to_elo`` (as cutechess-cli does); at a 100% or
+    0% score, where that interval collapses, the open side's bound is the exact binomial one
+    (``_elo_interval``), and every value stays finite. LOS, the likelihood of superiority, ignores draws:
     LOS = (1 + erf((w - l) / sqrt(2 (w + l)))) / 2, and 1/2 when there are no decisive games.
     """
 
@@ -157,8 +175,7 @@ class MatchResult:
 
     def __str__(self) -> str:
         return (f"W/D/L {self.wins}/{self.draws}/{self.losses}, score {self.score:.3f}, "
-                f"Elo {_format_elo(self.elo)} [{_format_elo(self.elo_low)}, "
-                f"{_format_elo(self.elo_high)}] (95%), LOS {100.0 * self.los:.1f}%")
+                f"{_elo_text(self.elo, self.elo_low, self.elo_high)}, LOS {100.0 * self.los:.1f}%")
 
 
 def match_result(wins: int, draws: int, losses: int) -> MatchResult:
@@ -238,8 +255,7 @@ class PentanomialResult:
 
     def __str__(self) -> str:
         cells = ", ".join(str(count) for count in self.counts)
-        return (f"Pairs [{cells}], score {self.score:.3f}, Elo {_format_elo(self.elo)} "
-                f"[{_format_elo(self.elo_low)}, {_format_elo(self.elo_high)}] (95%), "
+        return (f"Pairs [{cells}], score {self.score:.3f}, {_elo_text(self.elo, self.elo_low, self.elo_high)}, "
                 f"LOS {100.0 * self.los:.1f}%")
 
 
