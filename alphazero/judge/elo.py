@@ -106,7 +106,7 @@ def _elo_interval(score: float, variance: float, samples: float) -> tuple[float,
 
     Where every sample scored 1 (or 0) the variance is 0 and the normal interval collapses onto the
     clamped +-``ELO_LIMIT``; there the bound on the open side is the exact (Clopper-Pearson) one
-    for N successes in N trials, p >= 0.025^(1/N) (100 games won: p >= 0.964, +455 Elo).
+    for N successes in N trials, p >= 0.025^(1/N) (100 games won: p >= 0.964, +570 Elo).
     """
     if variance == 0.0 and score in (0.0, 1.0):
         bound = score_to_elo(0.025 ** (1.0 / samples))
