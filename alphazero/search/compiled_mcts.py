@@ -269,6 +269,15 @@ def _new_node(nodes_i, nodes_f, trees, g, parent, parent_edge):
     return node
 
 
+@njit(cache=True, inline="always")
+def _try(nodes_i, nodes_f, edges_i, trees, g, node, start, i):
+    """Give the node's move ``i`` (local) a child and append it to the tried list."""
+    tried = nodes_i[g, node, NI_NUM_TRIED]
+    edges_i[g, start + tried, EI_TRIED] = i
+    nodes_i[g, node, NI_NUM_TRIED] = tried + 1
+    edges_i[g, start + i, EI_CHILD] = _new_node(nodes_i, nodes_f, trees, g, node, start + i)
+
+
 @njit(cache=True)
 def _backup(nodes_i, nodes_f, edges_f, g, leaf, value, virtual_loss):
     """Add ``value`` (for the leaf's mover) to the leaf and, negated at each step, to its ancestors
@@ -423,52 +432,39 @@ def _select(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys,
             break
         start = nodes_i[g, node, NI_EDGE_START]
         count = nodes_i[g, node, NI_NUM_EDGES]
-        win = nodes_i[g, node, NI_WIN]
-        if win >= 0:  # a root that can mate searches its mate only (mate_in_one)
-            if edges_i[g, start + win, EI_CHILD] < 0:
-                tried = nodes_i[g, node, NI_NUM_TRIED]
-                edges_i[g, start + tried, EI_TRIED] = win
-                nodes_i[g, node, NI_NUM_TRIED] = tried + 1
-                edges_i[g, start + win, EI_CHILD] = _new_node(nodes_i, nodes_f, trees, g, node, start + win)
-            edge = start + win
-            nodes_i[g, node, NI_VISITS] += 1
-            edges_i[g, edge, EI_VISITS] += 1
-            edges_f[g, edge, EF_VALUE] -= virtual_loss
-            make_move(board_bb, board_sq, board_st, board_keys, board_undo, edges_i[g, edge, EI_MOVE])
-            depth += 1
-            node = edges_i[g, edge, EI_CHILD]
-            continue
-        # PUCT: Q + U over the tried moves and the best untried one (all untried share the FPU).
-        parent_visits = nodes_i[g, node, NI_VISITS]
-        if c_base > 0:
-            c = c_puct + math.log((parent_visits + c_base + 1) / c_base)
+        best = nodes_i[g, node, NI_WIN]
+        if best >= 0:  # a root that can mate searches its mate only (mate_in_one)
+            if edges_i[g, start + best, EI_CHILD] < 0:
+                _try(nodes_i, nodes_f, edges_i, trees, g, node, start, best)
         else:
-            c = c_puct
-        scale = c * math.sqrt(parent_visits)
-        best = -1
-        best_score = -np.inf
-        for j in range(nodes_i[g, node, NI_NUM_TRIED]):
-            i = edges_i[g, start + j, EI_TRIED]
-            edge = start + i
-            n = edges_i[g, edge, EI_VISITS]
-            q = edges_f[g, edge, EF_VALUE] / n if n else 0.0
-            score = q + scale * edges_f[g, edge, EF_SEL_PRIOR] / (1 + n)
-            if score > best_score:
-                best = i
-                best_score = score
-        cursor = nodes_i[g, node, NI_CURSOR]
-        while cursor < count and edges_i[g, start + edges_i[g, start + cursor, EI_ORDER], EI_CHILD] >= 0:
-            cursor += 1
-        nodes_i[g, node, NI_CURSOR] = cursor
-        if cursor < count:
-            i = edges_i[g, start + cursor, EI_ORDER]
-            first_play = nodes_f[g, node, NF_VALUE_SUM] / parent_visits - fpu_reduction
-            if first_play + scale * edges_f[g, start + i, EF_SEL_PRIOR] > best_score:
-                best = i
-                tried = nodes_i[g, node, NI_NUM_TRIED]
-                edges_i[g, start + tried, EI_TRIED] = i
-                nodes_i[g, node, NI_NUM_TRIED] = tried + 1
-                edges_i[g, start + i, EI_CHILD] = _new_node(nodes_i, nodes_f, trees, g, node, start + i)
+            # PUCT: Q + U over the tried moves and the best untried one (all untried share the FPU).
+            parent_visits = nodes_i[g, node, NI_VISITS]
+            if c_base > 0:
+                c = c_puct + math.log((parent_visits + c_base + 1) / c_base)
+            else:
+                c = c_puct
+            scale = c * math.sqrt(parent_visits)
+            best = -1
+            best_score = -np.inf
+            for j in range(nodes_i[g, node, NI_NUM_TRIED]):
+                i = edges_i[g, start + j, EI_TRIED]
+                edge = start + i
+                n = edges_i[g, edge, EI_VISITS]
+                q = edges_f[g, edge, EF_VALUE] / n if n else 0.0
+                score = q + scale * edges_f[g, edge, EF_SEL_PRIOR] / (1 + n)
+                if score > best_score:
+                    best = i
+                    best_score = score
+            cursor = nodes_i[g, node, NI_CURSOR]
+            while cursor < count and edges_i[g, start + edges_i[g, start + cursor, EI_ORDER], EI_CHILD] >= 0:
+                cursor += 1
+            nodes_i[g, node, NI_CURSOR] = cursor
+            if cursor < count:
+                i = edges_i[g, start + cursor, EI_ORDER]
+                first_play = nodes_f[g, node, NF_VALUE_SUM] / parent_visits - fpu_reduction
+                if first_play + scale * edges_f[g, start + i, EF_SEL_PRIOR] > best_score:
+                    best = i
+                    _try(nodes_i, nodes_f, edges_i, trees, g, node, start, i)
         edge = start + best
         nodes_i[g, node, NI_VISITS] += 1
         edges_i[g, edge, EI_VISITS] += 1
