@@ -20,7 +20,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help='uci:COMMAND?Option Name=value&depth=D&nodes=N&movetime=MS, e.g. "uci:/usr/games/stockfish?depth=12"')
     label.add_argument("--out", required=True, metavar="FILE.csv", help="label file (appended to; created if missing)")
     label.add_argument("--workers", type=int, default=1, help="K > 1: K engines as actors on a private local Ray")
-    label.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N distinct positions of the input")
+    label.add_argument("--limit", type=int, default=None, metavar="N",
+                       help="only the first N distinct positions of the input (a book: stop after N new positions)")
+    label.add_argument("--minutes", type=float, default=None, metavar="M",
+                       help="hand out no new work after M minutes (what is under way is finished and written)")
+    label.add_argument("--random-moves", type=int, default=5, metavar="K",
+                       help="a book: K uniformly random moves in the first 24 plies of each game (default 5, "
+                            "Stockfish gensfen's)")
+    label.add_argument("--seed", type=int, default=None,
+                       help="a book: openings and random moves (default: the number of rows already in --out)")
     label.set_defaults(func=run)
 
 
@@ -39,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
         runner = functools.partial(label_on_ray, workers=args.workers)
     try:
         summary = run_label(args.positions, args.engine, args.out, limit=args.limit, runner=runner,
-                            progress=sys.stderr.isatty())
+                            progress=sys.stderr.isatty(), minutes=args.minutes, random_moves=args.random_moves,
+                            seed=args.seed)
     except KeyboardInterrupt:
         print(f"alphazero label: interrupted; the rows in {args.out} are kept, the same command continues", file=sys.stderr)
         return 130

@@ -20,6 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pretrain.add_argument("--epochs", type=int, default=1, help="passes over the training positions")
     pretrain.add_argument("--held-out", type=float, default=0.1, metavar="FRACTION",
                           help="share held out (by game for PGN, by row for CSV), seeded by the config's seed")
+    pretrain.add_argument("--value", choices=("wdl", "cp"), default="wdl",
+                          help="a CSV's value target: the engine's WDL when the row has it (default), or its "
+                               "centipawns through Lichess's win-probability model (keeps the size of an advantage)")
     pretrain.add_argument("--threads", type=int, default=1, help="torch threads")
     pretrain.set_defaults(func=run)
 
@@ -33,6 +36,6 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides)
     torch.set_num_threads(max(1, args.threads))
     summary = pretrain(args.data, config, args.out, epochs=args.epochs, held_out=args.held_out,
-                       log=lambda line: print(line, flush=True))
+                       log=lambda line: print(line, flush=True), value_from=args.value)
     print(json.dumps(summary))
     return 0

@@ -106,6 +106,84 @@ def test_replay_positions_are_every_position_of_the_games(tmp_path) -> None:
     assert len(fens) >= shard.num_positions
 
 
+BOOK = "/usr/share/games/gnuchess/book.bin"
+
+
+def game_transitions(rows: list[dict[str, str]]) -> tuple[int, int]:
+    """(transitions along the engine's best move, other transitions) between consecutive rows whose
+    second position follows from the first by one legal move (a new game breaks the chain)."""
+    best = other = 0
+    for before, after in zip(rows, rows[1:]):
+        board = chess.Board(before["fen"])
+        for move in board.legal_moves:
+            board.push(move)
+            if board.fen().split()[:4] == after["fen"].split()[:4]:
+                best += move.uci() == before["best_uci"]
+                other += move.uci() != before["best_uci"]
+            board.pop()
+    return best, other
+
+
+def test_label_plays_games_from_a_book_and_resumes_with_new_games(tmp_path, capsys) -> None:
+    """A book source: engine games whose every position is a row, the engine's move played except at
+    the few random plies; a rerun appends positions of other games, never a position twice."""
+    out = tmp_path / "games.csv"
+    code, summary, err = label(capsys, BOOK, "--engine", "uci:/usr/games/stockfish?depth=3", "--out", str(out),
+                               "--limit", "120", "--random-moves", "2")
+    assert code == 0 and err == "" and summary["labelled"] == 120 and summary["games"] >= 1
+    rows = read_rows(out)
+    assert len(rows) == 120
+    for row in rows:
+        board = chess.Board(row["fen"])
+        assert board.fullmove_number >= 5  # after the 8 book plies
+        assert chess.Move.from_uci(row["best_uci"]) in board.legal_moves
+    best, other = game_transitions(rows)
+    assert best + other >= 120 - 2 * summary["games"]  # each game is one chain of positions
+    assert other <= 2 * summary["games"]  # at most the random plies leave the engine's move
+    assert other >= 1 and best > 5 * other
+
+    code, summary, err = label(capsys, BOOK, "--engine", "uci:/usr/games/stockfish?depth=3", "--out", str(out),
+                               "--limit", "40", "--random-moves", "2")
+    assert code == 0 and summary["labelled"] == 40
+    keys = [" ".join(row["fen"].split()[:4]) for row in read_rows(out)]
+    assert len(keys) == 160 and len(set(keys)) == 160
+    assert keys[120] not in keys[:120]  # the resumed run opened another game
+
+
+def test_a_played_game_ends_when_it_is_over_or_decided() -> None:
+    from alphazero.judge.arena import Opening
+    from alphazero.learn.label import ADJUDICATE_PLIES, GameTask, Labeller
+
+    labeller = Labeller("uci:/usr/games/stockfish?depth=6")
+    try:
+        mated = labeller.play(GameTask(Opening("mate", MATE_IN_ONE), seed=0, random_moves=0))
+        assert [result.row[2:4] for result in mated if result.row] == [("1", "a1a8")]  # then it is checkmate
+        # Queen and rook against a bare king: beyond ADJUDICATE_CP from the first position, so the game stops
+        # after that many plies, or sooner at a mate the engine finds and plays out.
+        won = labeller.play(GameTask(Opening("won", "4k3/8/8/8/8/8/8/QR2K3 w - - 0 1"), seed=0, random_moves=0))
+        assert len(won) <= ADJUDICATE_PLIES + 12
+        assert all(result.row is not None for result in won)
+    finally:
+        labeller.close()
+
+
+def test_a_book_needs_a_limit_or_minutes_and_holds_no_positions(tmp_path, capsys) -> None:
+    code, _, err = label(capsys, BOOK, "--engine", STOCKFISH, "--out", str(tmp_path / "o.csv"))
+    assert code == 2 and "--limit" in err and "--minutes" in err
+    code, _, err = label(capsys, BOOK, "--engine", STOCKFISH, "--out", str(tmp_path / "o.csv"), "--limit", "5",
+                         "--random-moves", "25")
+    assert code == 2 and "--random-moves" in err
+    with pytest.raises(ValueError, match="book"):
+        list(read_fens(BOOK, lambda bad: None))
+
+
+def test_minutes_stops_handing_out_work(tmp_path, capsys) -> None:
+    out = tmp_path / "o.csv"
+    code, summary, _ = label(capsys, BOOK, "--engine", STOCKFISH, "--out", str(out), "--minutes", "0.0001")
+    assert code == 0 and summary["games"] == 0 and summary["labelled"] == 0
+    assert out.read_text() == ",".join(COLUMNS) + "\n"
+
+
 def test_a_foreign_output_file_is_refused(tmp_path, capsys) -> None:
     out = tmp_path / "notes.csv"
     out.write_text("a,b\n1,2\n")

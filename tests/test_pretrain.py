@@ -68,6 +68,9 @@ def test_value_targets_from_wdl_mate_and_centipawns() -> None:
     assert _row_value(["f", "", "2", "m", "", "", ""], column, "x") == 1.0
     assert _row_value(["f", "400", "", "m", "", "", ""], column, "x") == pytest.approx(2 / (1 + math.exp(-0.00368208 * 400)) - 1)
     assert _row_value(["f", "", "", "m", "", "", ""], column, "x") is None
+    # value_from "cp": the centipawns even where the row has WDL; a mate is still +-1.
+    assert _row_value(["f", "400", "", "m", "990", "10", "0"], column, "x", "cp") == pytest.approx(math.tanh(0.00184104 * 400))
+    assert _row_value(["f", "", "-3", "m", "0", "0", "1000"], column, "x", "cp") == -1.0
     with pytest.raises(ValueError, match="x: bad score"):
         _row_value(["f", "12.5cp", "", "m", "", "", ""], column, "x")
 

@@ -1,19 +1,19 @@
 """The parallel ``alphazero label``: one engine per Ray actor, a bounded number of batches in flight.
 
 A ``Runner`` for ``alphazero.learn.label.run_label``: each ``LabelWorker`` actor owns one engine
-process (a core ``Labeller``) and takes batches of ``BATCH`` positions; each actor has at most
-``IN_FLIGHT`` batches queued, so the object store and the driver hold little, and results come back
+process (a core ``Labeller``) and takes tasks (a batch of ``BATCH`` positions, or a game to play);
+each actor has at most ``IN_FLIGHT`` tasks queued, so the object store and the driver hold little, and results come back
 in completion order to be written by the driver (the only writer of the label file).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterator
 
 import ray
 
 from alphazero.errors import UserError
-from alphazero.learn.label import BATCH, Labelled, Labeller
+from alphazero.learn.label import Labelled, Labeller, Task
 from workers.cluster import start_ray
 
 IN_FLIGHT = 2  # batches queued per actor: one running, one ready to start
@@ -25,16 +25,16 @@ class LabelWorker:
     def __init__(self, engine_spec: str) -> None:
         self.labeller = Labeller(engine_spec)
 
-    def label(self, fens: list[str]) -> list[Labelled]:
-        return self.labeller.label(fens)
+    def run(self, task: Task) -> list[Labelled]:
+        return self.labeller.run(task)
 
     def close(self) -> None:
         self.labeller.close()
 
 
-def label_on_ray(fens: Sequence[str], engine_spec: str, on_results: Callable[[list[Labelled]], None],
+def label_on_ray(tasks: Iterator[Task], engine_spec: str, on_results: Callable[[list[Labelled]], None],
                  workers: int = 2, address: str | None = None) -> None:
-    """Label ``fens`` on ``workers`` actors of a private local Ray (or the cluster at ``address``).
+    """Run ``tasks`` on ``workers`` actors of a private local Ray (or the cluster at ``address``).
 
     A Ray already running in this process is used as it is. An actor that dies ends the run with
     Ray's error; the rows written so far stay, and a rerun labels the rest.
@@ -44,15 +44,12 @@ def label_on_ray(fens: Sequence[str], engine_spec: str, on_results: Callable[[li
     try:
         cls = ray.remote(num_cpus=1, max_restarts=0)(LabelWorker)
         actors = [cls.remote(engine_spec) for _ in range(workers)]
-        batches = [list(fens[start:start + BATCH]) for start in range(0, len(fens), BATCH)]
-        next_batch = 0
         pending: dict = {}  # ref -> actor index
 
         def submit(index: int) -> None:
-            nonlocal next_batch
-            if next_batch < len(batches):
-                pending[actors[index].label.remote(batches[next_batch])] = index
-                next_batch += 1
+            task = next(tasks, None)
+            if task is not None:
+                pending[actors[index].run.remote(task)] = index
 
         for index in range(workers):
             for _ in range(IN_FLIGHT):

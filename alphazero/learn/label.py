@@ -19,8 +19,18 @@ wdl_draw   ``UCI_ShowWDL`` is turned on when the engine has that option (Stockfi
 wdl_loss   spec does not set it
 ========== ===============================================================================
 
+Positions come from a file (``alphazero.learn.positions``: a run's replay, a PGN, EPD/FEN lines, a CSV)
+or are **played** (a polyglot book, ``.bin``): the engine plays itself from the book's openings, as
+Stockfish's ``gensfen`` and bullet's data generators make NNUE data, and every position it searches
+is a row, labelled by the very search that chose its move (``GameTask``, ``Labeller.play``). A few
+uniformly random moves early in each game (``random_moves`` of the first ``RANDOM_PLIES`` plies after
+the book; gensfen's default is 5 in 24) spread the games over positions no engine would reach, where
+one side has blundered: the positions a weak player must learn to punish. A game ends when it is over
+by the rules, at ``max_plies``, or when the engine has seen a score beyond ``ADJUDICATE_CP`` for
+``ADJUDICATE_PLIES`` plies in a row (won; mates found are played out).
+
 Resuming: the file is appended to, and a run skips every position whose ``position_key`` is already
-in it. A run killed mid-write leaves at most one unterminated last line; ``prepare_output`` cuts it
+in it (played games: a position already written is not written again). A run killed mid-write leaves at most one unterminated last line; ``prepare_output`` cuts it
 off (the position is labelled again). Rows are written whole, one ``write`` each, flushed per batch.
 
 Labelling is slow: each position costs one engine search (Stockfish 15.1 at depth 12 on one core,
@@ -38,17 +48,23 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 import chess
 import chess.engine
+import numpy as np
 
+from alphazero.board.game import terminal_status
 from alphazero.errors import InputError
+from alphazero.judge.arena import Opening, book_openings
 from alphazero.judge.players import UCIPlayer, parse_uci_spec
-from alphazero.learn.positions import BadInput, position_key, read_fens, unique_fens
+from alphazero.learn.positions import BadInput, position_key, read_fens, source_kind, unique_fens
 
 COLUMNS = ("fen", "score_cp", "mate", "best_uci", "wdl_win", "wdl_draw", "wdl_loss")
 BATCH = 8  # positions per write (in-process) or per Ray task
+RANDOM_PLIES = 24  # a played game's random moves fall in its first plies after the book
+ADJUDICATE_CP = 2000  # a played game is over once every score for ADJUDICATE_PLIES plies is beyond this
+ADJUDICATE_PLIES = 8
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,23 @@ class Labelled:
     fen: str
     row: tuple[str, ...] | None
     error: str = ""
+
+
+@dataclass(frozen=True)
+class GameTask:
+    """One game for the engine to play against itself from ``opening``, every position a row.
+
+    ``random_moves`` distinct plies among the first ``RANDOM_PLIES`` after the opening are played as a
+    uniformly random legal move (chosen with ``seed``); the row of such a position still holds the
+    engine's best move and score."""
+
+    opening: Opening
+    seed: int
+    random_moves: int = 5
+    max_plies: int = 400
+
+
+Task = Union[Sequence[str], GameTask]  # a batch of positions to label, or a game to play
 
 
 class EngineFailed(RuntimeError):
@@ -231,6 +264,39 @@ class Labeller:
     def label(self, fens: Sequence[str]) -> list[Labelled]:
         return [self.label_one(fen) for fen in fens]
 
+    def play(self, task: GameTask) -> list[Labelled]:
+        """The rows of one game the engine plays against itself (``GameTask``); an engine failure ends
+        the game there (the failure is the last item)."""
+        board = chess.Board(task.opening.fen)
+        for text in task.opening.moves:
+            board.push_uci(text)
+        rng = np.random.default_rng(task.seed)
+        count = min(task.random_moves, RANDOM_PLIES)
+        random_plies = set(rng.choice(RANDOM_PLIES, size=count, replace=False).tolist()) if count > 0 else set()
+        results: list[Labelled] = []
+        decided = 0
+        for ply in range(task.max_plies):
+            if terminal_status(board) is not None:
+                break
+            result = self.label_one(board.fen())
+            results.append(result)
+            if result.row is None:
+                break
+            _, cp, mate, best, *_ = result.row
+            decided = decided + 1 if (not mate and abs(int(cp)) > ADJUDICATE_CP) else 0
+            if decided >= ADJUDICATE_PLIES:
+                break
+            if ply in random_plies:
+                legal = list(board.legal_moves)
+                board.push(legal[int(rng.integers(len(legal)))])
+            else:
+                board.push_uci(best)
+        return results
+
+    def run(self, task: Task) -> list[Labelled]:
+        """A task's rows: ``play`` for a game, ``label`` for a batch of positions."""
+        return self.play(task) if isinstance(task, GameTask) else self.label(task)
+
     def close(self) -> None:
         if self.engine is not None:
             self.engine.close()
@@ -317,32 +383,56 @@ class ProgressBar:
 
 # ---- the command ------------------------------------------------------------------------------
 
-# Labels ``fens`` with ``engine_spec`` and hands each finished batch to ``on_results`` (in any order).
-Runner = Callable[[Sequence[str], str, Callable[[list[Labelled]], None]], None]
+# Runs each task of ``tasks`` (taken from the iterator as engines become free, so a time limit can end
+# it) with ``engine_spec`` and hands each task's results to ``on_results`` (in any order).
+Runner = Callable[[Iterator[Task], str, Callable[[list[Labelled]], None]], None]
 
 
-def label_in_process(fens: Sequence[str], engine_spec: str, on_results: Callable[[list[Labelled]], None]) -> None:
+def label_in_process(tasks: Iterator[Task], engine_spec: str, on_results: Callable[[list[Labelled]], None]) -> None:
     """The ``Runner`` without Ray: one engine in this process."""
     labeller = Labeller(engine_spec)
     try:
-        for start in range(0, len(fens), BATCH):
-            on_results(labeller.label(fens[start:start + BATCH]))
+        for task in tasks:
+            on_results(labeller.run(task))
     finally:
         labeller.close()
 
 
+def game_tasks(book: str | os.PathLike, seed: int, random_moves: int, max_plies: int = 400) -> Iterator[GameTask]:
+    """Endless games, each from its own weighted random 8-ply walk of the polyglot ``book`` and with
+    its own seed for the random moves, both derived from ``seed``."""
+    if random_moves < 0 or random_moves > RANDOM_PLIES:
+        raise InputError(f"--random-moves must be in [0, {RANDOM_PLIES}], got {random_moves}")
+    number = 0
+    while True:
+        game_seed = seed * 1_000_003 + number
+        (opening,) = book_openings(Path(book), 1, plies=8, seed=game_seed)
+        yield GameTask(opening, seed=game_seed, random_moves=random_moves, max_plies=max_plies)
+        number += 1
+
+
 def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLike, limit: int | None = None,
               runner: Runner | None = None, log: Callable[[str], None] | None = None,
-              progress: bool = False) -> dict:
+              progress: bool = False, minutes: float | None = None, random_moves: int = 5,
+              seed: int | None = None) -> dict:
     """``alphazero label``: label the distinct positions of ``source`` not yet in ``out``; returns a summary.
 
-    ``limit`` keeps the first ``limit`` distinct positions of the source (so a rerun with the same
-    limit finishes the same set). Bad input lines and engine failures go to ``log`` (default stderr)
-    and are skipped; failed positions are not written, so a rerun tries them again.
+    A file source: ``limit`` keeps its first ``limit`` distinct positions (so a rerun with the same
+    limit finishes the same set). A book (``.bin``) source: games are played (module docstring) until
+    ``limit`` new positions are written or ``minutes`` are up; one of the two is required; ``seed``
+    (default: the number of rows already in ``out``, so a resumed run plays new games) picks openings
+    and random moves. ``minutes`` stops handing out work after that time, for either source; the
+    work under way is finished and written. Bad input lines and engine failures go to ``log``
+    (default stderr) and are skipped; failed positions are not written, so a rerun tries them again.
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}")
+    if minutes is not None and minutes <= 0:
+        raise InputError(f"--minutes must be positive, got {minutes}")
+    playing = source_kind(source) == "book"
+    if playing and limit is None and minutes is None:
+        raise InputError(f"{source}: a book is played until --limit positions or --minutes; give one")
     bad: list[BadInput] = []
 
     def on_bad(item: BadInput) -> None:
@@ -351,35 +441,67 @@ def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLik
 
     Labeller(engine_spec).close()  # a bad spec or engine fails now, before the input is read
     done = prepare_output(out)
-    fens = unique_fens(read_fens(source, on_bad), limit)
-    todo = [fen for fen in fens if position_key(fen) not in done]
-    bar = ProgressBar(len(todo)) if progress else None
-    counts = {"labelled": 0, "failed": 0}
     started = time.perf_counter()
+    deadline = None if minutes is None else time.monotonic() + 60.0 * minutes
+    counts = {"labelled": 0, "failed": 0, "repeated": 0, "games": 0}
+
+    if playing:
+        fens: list[str] = []
+        todo_count = limit or 0
+        tasks: Iterable[Task] = game_tasks(source, len(done) if seed is None else seed, random_moves)
+    else:
+        fens = unique_fens(read_fens(source, on_bad), limit)
+        todo = [fen for fen in fens if position_key(fen) not in done]
+        todo_count = len(todo)
+        tasks = (todo[start:start + BATCH] for start in range(0, len(todo), BATCH))
+
+    def until_done(tasks: Iterable[Task]) -> Iterator[Task]:
+        for task in tasks:
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            if playing and limit is not None and counts["labelled"] >= limit:
+                return
+            yield task
+
+    bar = ProgressBar(todo_count) if progress and todo_count else None
     with open(out, "a", newline="", encoding="utf-8") as handle:
 
         def on_results(results: list[Labelled]) -> None:
-            rows = [result.row for result in results if result.row is not None]
-            if rows:
-                handle.write(format_rows(rows))
-                handle.flush()
+            rows = []
             for result in results:
                 if result.row is None:
                     log(f"label: {result.fen}: {result.error}; skipped")
+                    counts["failed"] += 1
+                    continue
+                key = position_key(result.fen)
+                if key in done:  # played games pass through positions already written
+                    counts["repeated"] += 1
+                    continue
+                done.add(key)
+                rows.append(result.row)
+            if limit is not None and playing:
+                rows = rows[:max(0, limit - counts["labelled"])]
+            if rows:
+                handle.write(format_rows(rows))
+                handle.flush()
             counts["labelled"] += len(rows)
-            counts["failed"] += len(results) - len(rows)
+            counts["games"] += bool(playing)
             if bar is not None:
-                bar.add(len(results))
+                bar.add(len(rows) if playing else len(results))
 
         try:
-            if todo:
-                (runner or label_in_process)(todo, engine_spec, on_results)
+            (runner or label_in_process)(until_done(tasks), engine_spec, on_results)
         finally:
             if bar is not None:
                 bar.close()
             handle.flush()
             os.fsync(handle.fileno())
     seconds = time.perf_counter() - started
-    return {"out": str(out), "positions": len(fens), "already_labelled": len(fens) - len(todo),
-            "labelled": counts["labelled"], "failed": counts["failed"], "bad_lines": len(bad),
-            "seconds": round(seconds, 2), "positions_per_s": round(counts["labelled"] / seconds, 2) if seconds > 0 else None}
+    summary = {"out": str(out), "labelled": counts["labelled"], "failed": counts["failed"], "bad_lines": len(bad),
+               "seconds": round(seconds, 2),
+               "positions_per_s": round(counts["labelled"] / seconds, 2) if seconds > 0 else None}
+    if playing:
+        summary.update(games=counts["games"], repeated=counts["repeated"])
+    else:
+        summary.update(positions=len(fens), already_labelled=len(fens) - todo_count)
+    return summary

@@ -68,14 +68,16 @@ def has_legal_move(board: chess.Board) -> bool:
 
 
 def source_kind(path: str | os.PathLike) -> str:
-    """``replay`` (a directory), ``pgn``, ``csv`` or ``epd`` (anything else: one position a line)."""
+    """``replay`` (a directory), ``pgn``, ``csv``, ``book`` (a polyglot ``.bin``: openings to play from, not
+    positions to read; ``alphazero label`` plays games from it) or ``epd`` (anything else: one position
+    a line)."""
     path = Path(path)
     if path.is_dir():
         return "replay"
     if not path.is_file():
         raise InputError(f"{path}: no such file or directory")
     suffix = path.suffix.lower()
-    return {".pgn": "pgn", ".csv": "csv"}.get(suffix, "epd")
+    return {".pgn": "pgn", ".csv": "csv", ".bin": "book"}.get(suffix, "epd")
 
 
 # ---- PGN --------------------------------------------------------------------------------------
@@ -232,7 +234,10 @@ def _csv_fens(path: Path, on_bad: OnBad) -> Iterator[str]:
 def read_fens(path: str | os.PathLike, on_bad: OnBad) -> Iterator[str]:
     """Every position of ``path`` (kind by ``source_kind``) as a full FEN, in file order, repeats included."""
     readers = {"replay": _replay_fens, "pgn": _pgn_fens, "csv": _csv_fens, "epd": _line_fens}
-    yield from readers[source_kind(path)](Path(path), on_bad)
+    kind = source_kind(path)
+    if kind not in readers:
+        raise InputError(f"{path}: a polyglot book holds openings, not positions to read")
+    yield from readers[kind](Path(path), on_bad)
 
 
 def unique_fens(fens: Iterable[str], limit: int | None = None) -> list[str]:

@@ -49,6 +49,7 @@ from alphazero.nets.network import NetworkConfig, PolicyValueNet, load_network, 
 
 CP_SCALE = 0.00184104  # tanh(CP_SCALE * cp) = 2 / (1 + exp(-0.00368208 cp)) - 1 (Lichess win probability)
 PGN_VALUES = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}  # for White
+VALUE_SOURCES = ("wdl", "cp")  # a label row's value: its WDL when present, or its centipawns only
 
 
 @dataclass
@@ -106,7 +107,7 @@ class _Builder:
                               np.array(self.groups, dtype=np.int64), self.kind)
 
 
-def _row_value(row: list[str], column: dict[str, int], where: str) -> float | None:
+def _row_value(row: list[str], column: dict[str, int], where: str, value_from: str = "wdl") -> float | None:
     """The value target of one CSV row (module docstring), or None when it has no score."""
 
     def field(name: str) -> str:
@@ -114,7 +115,7 @@ def _row_value(row: list[str], column: dict[str, int], where: str) -> float | No
 
     try:
         wdl = [field(name) for name in ("wdl_win", "wdl_draw", "wdl_loss")]
-        if all(wdl):
+        if value_from == "wdl" and all(wdl):
             win, draw, loss = (int(text) for text in wdl)
             if min(win, draw, loss) < 0 or win + draw + loss <= 0:
                 raise ValueError(f"WDL {win}/{draw}/{loss} is not a distribution")
@@ -129,8 +130,10 @@ def _row_value(row: list[str], column: dict[str, int], where: str) -> float | No
     return None
 
 
-def read_labelled_csv(path: str | os.PathLike) -> SupervisedData:
+def read_labelled_csv(path: str | os.PathLike, value_from: str = "wdl") -> SupervisedData:
     """A CSV of ``fen,best_uci`` and scores (module docstring) -> data; a bad line raises ``InputError``."""
+    if value_from not in VALUE_SOURCES:
+        raise InputError(f"the value target comes from one of {', '.join(VALUE_SOURCES)}, not {value_from!r}")
     path = Path(path)
     builder = _Builder("csv")
     with open(path, encoding="utf-8", newline="") as handle:
@@ -156,7 +159,7 @@ def read_labelled_csv(path: str | os.PathLike) -> SupervisedData:
                 move = None
             if move is None or move not in board.legal_moves:
                 raise InputError(f"{where}: best_uci {text!r} is not a legal move in {board.fen()}")
-            builder.add(board, move, _row_value(row, column, where), reader.line_num)
+            builder.add(board, move, _row_value(row, column, where, value_from), reader.line_num)
     return builder.build(path)
 
 
@@ -175,12 +178,12 @@ def read_pgn_data(path: str | os.PathLike) -> SupervisedData:
     return builder.build(path)
 
 
-def read_data(path: str | os.PathLike) -> SupervisedData:
-    """A ``.pgn`` file as games, anything else as a labelled CSV."""
+def read_data(path: str | os.PathLike, value_from: str = "wdl") -> SupervisedData:
+    """A ``.pgn`` file as games, anything else as a labelled CSV (values per ``value_from``)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    return read_pgn_data(path) if path.suffix.lower() == ".pgn" else read_labelled_csv(path)
+    return read_pgn_data(path) if path.suffix.lower() == ".pgn" else read_labelled_csv(path, value_from)
 
 
 class EpochSampler:
@@ -250,7 +253,8 @@ def _rounded(metrics: dict[str, float] | None) -> dict[str, float | None] | None
 
 
 def pretrain(data_path: str | os.PathLike, config: RunConfig, out: str | os.PathLike, epochs: int = 1,
-             held_out: float = 0.1, seed: int | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+             held_out: float = 0.1, seed: int | None = None, log: Callable[[str], None] | None = None,
+             value_from: str = "wdl") -> dict[str, Any]:
     """``alphazero pretrain``: train ``config.network`` on ``data_path`` for ``epochs`` passes, save it to ``out``.
 
     Uses ``config.train`` (optimizer, learning rate, weight decay, batch size, device) as the
@@ -261,7 +265,7 @@ def pretrain(data_path: str | os.PathLike, config: RunConfig, out: str | os.Path
         raise InputError(f"--epochs must be at least 1, got {epochs}")
     seed = config.seed if seed is None else seed
     started = time.perf_counter()
-    data = read_data(data_path)
+    data = read_data(data_path, value_from)
     train_data, held_data = split_held_out(data, held_out, seed)
     batch_size = min(config.train.batch_size, train_data.num_positions)
     # Positions without a value target train the policy only (the learner's value weights).
