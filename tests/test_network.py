@@ -285,3 +285,23 @@ def test_the_shipped_one_hour_network_loads_and_knows_a_queen_is_worth_having():
         _, value, material = net.forward_heads(torch.from_numpy(encoding.encode_boards([up, down])))
     assert material is not None
     assert value[0] > 0.3 > -0.3 > value[1] and material[0] > 0.5 > -0.5 > material[1]
+
+
+def test_the_shipped_supervised_network_fits_its_config_and_knows_openings():
+    # docs/nets/supervised-6x64.pt is the network docs/RESULTS.md measures ("Supervised start, second attempt"):
+    # it has configs/supervised.yaml's shape (so `train --init` takes it), values material and a mate threat,
+    # and its policy opens as engines do.
+    from alphazero.config import load_config
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    net = load_network(root / "docs" / "nets" / "supervised-6x64.pt").eval()
+    assert net.config == load_config(root / "configs" / "supervised.yaml").network
+    up = chess.Board("rnb1kbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1")
+    down = chess.Board("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNB1KBNR w KQkq - 0 1")
+    mate = chess.Board("6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1")  # Ra8#
+    start = chess.Board()
+    with torch.no_grad():
+        logits, value = net(torch.from_numpy(encoding.encode_boards([up, down, mate, start])))
+    assert value[0] > 0.5 > -0.5 > value[1] and value[2] > 0.5 and abs(value[3]) < 0.2
+    legal = sorted(start.legal_moves, key=lambda move: -logits[3, encoding.move_to_action(start, move)].item())
+    assert {move.uci() for move in legal[:4]} == {"e2e4", "d2d4", "c2c4", "g1f3"}
