@@ -2,8 +2,8 @@
 
 A ``Runner`` for ``alphazero.learn.label.run_label``: each ``LabelWorker`` actor owns one engine
 process (a core ``Labeller``) and takes tasks (a batch of ``BATCH`` positions, or a game to play);
-each actor has at most ``IN_FLIGHT`` tasks queued, so the object store and the driver hold little, and results come back
-in completion order to be written by the driver (the only writer of the label file).
+each actor has at most ``IN_FLIGHT`` tasks queued, so the object store and the driver hold little,
+and results come back in completion order to be written by the driver (the only writer of the label file).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from alphazero.errors import UserError
 from alphazero.learn.label import Labelled, Labeller, Task
 from workers.cluster import start_ray
 
-IN_FLIGHT = 2  # batches queued per actor: one running, one ready to start
+IN_FLIGHT = 2  # tasks queued per actor: one running, one ready to start
 
 
 class LabelWorker:

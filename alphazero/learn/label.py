@@ -30,8 +30,9 @@ by the rules, at ``max_plies``, or when the engine has seen a score beyond ``ADJ
 ``ADJUDICATE_PLIES`` plies in a row (won; mates found are played out).
 
 Resuming: the file is appended to, and a run skips every position whose ``position_key`` is already
-in it (played games: a position already written is not written again). A run killed mid-write leaves at most one unterminated last line; ``prepare_output`` cuts it
-off (the position is labelled again). Rows are written whole, one ``write`` each, flushed per batch.
+in it (played games: a position already written is not written again). A run killed mid-write
+leaves at most one unterminated last line; ``prepare_output`` cuts it off (the position is labelled
+again). Rows are written whole, one ``write`` each, flushed per batch.
 
 Labelling is slow: each position costs one engine search (Stockfish 15.1 at depth 12 on one core,
 measured in docs/RESULTS.md).
@@ -490,7 +491,8 @@ def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLik
                 bar.add(len(rows) if playing else len(results))
 
         try:
-            (runner or label_in_process)(until_done(tasks), engine_spec, on_results)
+            if playing or todo_count:  # nothing left to label starts no engine (nor Ray)
+                (runner or label_in_process)(until_done(tasks), engine_spec, on_results)
         finally:
             if bar is not None:
                 bar.close()
