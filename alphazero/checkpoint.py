@@ -37,10 +37,9 @@ from typing import Any
 
 import yaml
 
-from alphazero.config import ConfigError, RunConfig, config_from_dict, config_to_dict
+from alphazero.config import ConfigError, RunConfig, config_from_dict, config_to_dict, saved_config
 from alphazero.errors import InputError, RunStateError
 from alphazero.fileio import DirectoryLock, append_jsonl, atomic_write_text, read_jsonl
-from alphazero.nets.network import saved_network_config
 
 __all__ = ["ArenaRecord", "DirectoryLock", "PendingArena", "RunDirectory", "RunState", "append_jsonl",
            "atomic_write_text", "read_jsonl", "resume_conflicts"]
@@ -194,10 +193,8 @@ class RunDirectory:
             raise RunStateError(f"{self.config_path}: missing; is {self.path} a run directory?") from None
         except yaml.YAMLError as error:
             raise InputError(f"{self.config_path}: corrupt YAML: {error}") from None
-        if isinstance(data, dict) and isinstance(data.get("network"), dict):
-            data["network"] = saved_network_config(data["network"])
         try:
-            return config_from_dict(data or {})
+            return config_from_dict(saved_config(data) if isinstance(data, dict) else data or {})
         except ConfigError as error:
             raise ConfigError(f"{self.config_path}: {error}") from None
 

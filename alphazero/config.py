@@ -1,4 +1,9 @@
-"""Run configuration: frozen, typed values loaded once at the edge.
+"""Run configuration: every section's frozen, typed value, loaded once at the edge.
+
+This module is the one place a config section is defined (``NetworkConfig``, ``SearchConfig``,
+``SelfPlayConfig``, ``TrainConfig``, ``ArenaConfig``, ``WorkersConfig`` and ``RunConfig`` holding them),
+so it sits on the ground floor with ``errors`` and ``fileio``: it imports nothing else of the project,
+and the floors above (``board < nets < search < judge < learn``) take their section from here.
 
 ``load_config(path, overrides)`` reads a YAML file, applies ``section.key=value`` overrides and
 builds a ``RunConfig``; an unknown key, a wrong type or a bad value raises ``ConfigError`` naming
@@ -20,8 +25,94 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from alphazero.errors import ConfigError as ConfigError  # re-exported: raised and caught as alphazero.config.ConfigError
-from alphazero.nets.network import NetworkConfig
-from alphazero.search.mcts import SearchConfig
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Shape of the residual tower and heads. The defaults are ``configs/default.yaml``'s network (3x32,
+    fast on one CPU thread); other shapes live in their configs (``configs/large.yaml``: 10x128 for a GPU)."""
+
+    blocks: int = 3
+    channels: int = 32
+    value_channels: int = 4
+    value_hidden: int = 64
+    policy_channels: int = 32
+    # A second value-head output, the material balance some plies ahead, and its share u of the value the
+    # searches read, (1 - u) * v + u * m. Measured: docs/RESULTS.md "The material head".
+    material_head: bool = True
+    material_utility: float = 0.5
+
+
+# What changed in the schema since files were saved with it (a network's config, a run directory's
+# config.yaml), by section. Added later: a saved section that lacks the key was made before it existed,
+# and the value given rebuilds what the file holds. Renamed: a saved file's old name reads as the new
+# one; in a config a user writes, the old name is an error that names the new one.
+KEYS_ADDED_LATER: dict[str, dict[str, Any]] = {"network": {"material_head": False, "material_utility": 0.0}}
+KEYS_RENAMED: dict[str, dict[str, str]] = {"search": {"engine": "implementation"}}
+
+
+def saved_section(section: str, saved: Mapping[str, Any]) -> dict[str, Any]:
+    """One section of a config read from a file the project wrote, in the current schema."""
+    renamed = KEYS_RENAMED.get(section, {})
+    return {**KEYS_ADDED_LATER.get(section, {}), **{renamed.get(key, key): value for key, value in saved.items()}}
+
+
+def saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A whole config read from a run directory, every section in the current schema."""
+    return {key: saved_section(key, value) if isinstance(value, Mapping) else value for key, value in saved.items()}
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Search budget and PUCT constants (AlphaZero's defaults where it had one)."""
+
+    num_simulations: int = 32  # configs/default.yaml's budget (AlphaZero: 800)
+    c_puct: float = 1.25
+    c_puct_base: float = 19652.0  # 0 disables the log growth of c
+    fpu_reduction: float = 0.25
+    dirichlet_alpha: float = 0.3
+    dirichlet_epsilon: float = 0.25
+    leaves_per_game: int = 1  # > 1 collects several leaves per game per network call (virtual loss)
+    virtual_loss: float = 1.0
+    reuse_tree: bool = True
+    twofold_draw: bool = True  # a position repeating one earlier in the same tree is a draw (as lc0)
+    mate_in_one: bool = True  # a node whose mover can mate is a proven win; a root plays its mate (module docs)
+    algorithm: str = "puct"  # puct (AlphaZero) or gumbel (Gumbel AlphaZero, sequential halving)
+    gumbel_considered: int = 16  # m: root actions sampled by Gumbel-top-k (mctx's default)
+    gumbel_c_visit: float = 50.0  # sigma(q) = (c_visit + max N) * c_scale * q
+    gumbel_c_scale: float = 0.1
+    # Which implementation runs the search: ``compiled`` (numba, alphazero.search.compiled: the same
+    # PUCT, 4-5 us of overhead per simulation instead of 80-130), ``python`` (alphazero.search.mcts), or
+    # ``auto``: compiled for PUCT with a network evaluator, Python otherwise (Gumbel is Python only).
+    implementation: str = "auto"
+    # Where the network runs for the search (alphazero.nets.inference): ``torch`` (eager), ``onnx`` (ONNX
+    # Runtime, CPU only; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md)
+    # or ``auto``: onnx on the CPU when onnxruntime imports, torch on CUDA.
+    backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("auto", "torch", "onnx"):
+            raise ValueError(f"search.backend must be auto, torch or onnx, got {self.backend!r}")
+        if self.implementation not in ("auto", "compiled", "python"):
+            raise ValueError(f"search.implementation must be auto, compiled or python, got {self.implementation!r}")
+        if self.implementation == "compiled" and self.algorithm != "puct":
+            raise ValueError("search.implementation compiled runs PUCT only: use auto or python with gumbel")
+        if self.algorithm not in ("puct", "gumbel"):
+            raise ValueError(f"search.algorithm must be puct or gumbel, got {self.algorithm!r}")
+        if self.gumbel_considered < 1:
+            raise ValueError("search.gumbel_considered must be >= 1")
+        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0:
+            raise ValueError("search.gumbel_c_visit must be >= 0 and search.gumbel_c_scale > 0")
+        if self.num_simulations < 1:
+            raise ValueError("search.num_simulations must be >= 1")
+        if self.leaves_per_game < 1:
+            raise ValueError("search.leaves_per_game must be >= 1")
+        if self.c_puct <= 0:
+            raise ValueError("search.c_puct must be > 0")
+        if not 0 <= self.dirichlet_epsilon <= 1:
+            raise ValueError("search.dirichlet_epsilon must be in [0, 1]")
+        if self.dirichlet_alpha <= 0:
+            raise ValueError("search.dirichlet_alpha must be > 0")
 
 
 @dataclass(frozen=True)
@@ -146,6 +237,8 @@ def _build(cls: type, values: Any, prefix: str) -> Any:
     kwargs = {}
     for key, value in values.items():
         full = f"{prefix}.{key}" if prefix else str(key)
+        if key in KEYS_RENAMED.get(prefix, {}):
+            raise ConfigError(f"config key {full!r} is now {prefix}.{KEYS_RENAMED[prefix][key]}")
         if key not in names:
             raise ConfigError(f"unknown config key {full!r} (known in {prefix or 'top level'}: {', '.join(names)})")
         kwargs[key] = _coerce(value, hints[key], full)

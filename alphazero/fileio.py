@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import os
 import socket
@@ -22,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from alphazero.errors import RunStateError
+from alphazero.errors import InputError, RunStateError
 
 
 def _named(error: OSError, path: Path) -> OSError:
@@ -30,13 +31,23 @@ def _named(error: OSError, path: Path) -> OSError:
     return OSError(error.errno or errno.EIO, error.strerror or str(error), str(path))
 
 
+@functools.cache
+def _new_file_mode() -> int:
+    """The mode ``open`` gives a new file under this process's umask (0644 under the usual 022)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
-    """Call ``write(handle)`` on a temp file beside ``path``, fsync it, and rename it over ``path``."""
+    """Call ``write(handle)`` on a temp file beside ``path``, fsync it, and rename it over ``path``. The
+    file gets the mode a plain ``open`` would give it (``mkstemp``'s own 0600 would hide it from others)."""
     path = Path(path)
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, _new_file_mode())
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -48,6 +59,24 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> 
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+
+
+def output_file(path: str | os.PathLike, what: str = "output") -> Path:
+    """``path`` as a file the caller may write later, checked now, before any work: not a directory (nor
+    named like one, ``out/``), and its folder, if it exists, is a folder. Raises ``InputError`` naming
+    ``what`` (e.g. ``--pgn``) so that a long job never finishes only to find nowhere to put its result."""
+    text = os.fspath(path)
+    resolved = Path(text)
+    if text.endswith(os.sep) or resolved.is_dir():
+        raise InputError(f"{what} {text} is a directory; give a file name")
+    parent = resolved.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # atomic_write creates missing folders
+    if not parent.is_dir():
+        raise InputError(f"{what} {text}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"{what} {text}: {parent} is not writable")
+    return resolved
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -1,4 +1,4 @@
-"""``alphazero bench``: throughput of encoding, network and search (``alphazero.bench``), or of self-play
+"""``alphazero bench``: throughput of encoding, network and search (``alphazero.bench.suite``), or of self-play
 with N actors on a local Ray (``workers.bench``)."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from alphazero.bench import default_config_path, run_benchmarks
+    from alphazero.bench.shared import default_config_path
+    from alphazero.bench.suite import run_benchmarks
 
     config = load_config(args.config or default_config_path(), args.overrides)
     if args.selfplay:

@@ -10,7 +10,8 @@ import chess.pgn
 import pytest
 import torch
 
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.config import NetworkConfig
+from alphazero.nets.network import PolicyValueNet, save_network
 from commands.main import main
 
 BOOK = Path("/usr/share/games/gnuchess/book.bin")

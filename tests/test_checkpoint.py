@@ -111,6 +111,19 @@ def test_a_run_made_before_the_material_head_reads_back_without_it(tmp_path):
     assert load_config(None).network.material_head  # a new run has the head
 
 
+def test_a_run_saved_with_the_old_name_of_a_key_resumes_with_its_value(tmp_path):
+    # search.engine was renamed search.implementation: a run directory written before reads back as it was.
+    run = RunDirectory(tmp_path)
+    run.write_config(load_config(None, ["search.implementation=python"]))
+    data = yaml.safe_load(run.config_path.read_text())
+    data["search"]["engine"] = data["search"].pop("implementation")
+    run.config_path.write_text(yaml.safe_dump(data))
+    assert run.read_config().search.implementation == "python"
+    # A config a user writes with the old name is refused, naming the new one.
+    with pytest.raises(ConfigError, match="search.engine.*is now search.implementation"):
+        load_config(None, ["search.engine=python"])
+
+
 def test_corrupt_config_in_run_directory_names_the_file(tmp_path):
     run = RunDirectory(tmp_path)
     run.config_path.write_text("network: {blocks: 2\n")

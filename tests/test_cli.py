@@ -11,7 +11,8 @@ import chess
 import pytest
 import torch
 
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.config import NetworkConfig
+from alphazero.nets.network import PolicyValueNet, save_network
 from commands.main import main
 
 TINY = ["--set", "network.blocks=1", "--set", "network.channels=8", "--set", "network.policy_channels=8",
@@ -27,7 +28,7 @@ def test_bench_json_has_every_figure(capsys) -> None:
                 "net_batched_per_s_torch", "net_batched_per_s_onnx", "nnue_train_positions_per_s_1t",
                 "nnue_train_positions_per_s_2t"):
         assert figures[key] > 0, key
-    assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_engine"] == "auto"
+    assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_implementation"] == "auto"
 
 
 def test_bad_config_key_exits_2_naming_it(capsys) -> None:

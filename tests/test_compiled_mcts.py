@@ -21,10 +21,11 @@ from alphazero.board.game import terminal_status
 from alphazero.board.move_order import legal_moves_in_order
 from alphazero.board.movegen import legal_moves
 from alphazero.board.position import Position, move_to_chess
+from alphazero.config import SearchConfig
 from alphazero.nets.evaluator import UniformEvaluator, masked_softmax
 from alphazero.search import compiled_mcts as C
 from alphazero.search.compiled_mcts import CompiledGameTree, CompiledMCTS, UniformPlaneEvaluator
-from alphazero.search.mcts import MCTS, GameTree, SearchConfig, choose_move_index
+from alphazero.search.mcts import MCTS, GameTree, choose_move_index
 
 SPECIAL_FENS = [
     "4k3/1P6/8/8/8/8/6p1/4K3 w - - 0 1",  # promotions both ways
@@ -421,5 +422,5 @@ def test_build_search_picks_the_compiled_search_where_it_applies() -> None:
     assert isinstance(search, MCTS) and new_tree is GameTree
     search, new_tree = C.build_search(UniformEvaluator(), SearchConfig())  # no forward(): the Python search
     assert isinstance(search, MCTS)
-    with pytest.raises(ValueError, match="engine"):
-        C.build_search(HashNetwork(), SearchConfig(), engine="fast")
+    with pytest.raises(ValueError, match="implementation"):
+        C.build_search(HashNetwork(), SearchConfig(), implementation="fast")

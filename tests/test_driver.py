@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from alphazero.config import load_config
-from alphazero.learn.replay import GameRecord
+from alphazero.search.records import GameRecord
 from workers.driver import RunError, _GameStats, available_cpus, check_fits
 
 

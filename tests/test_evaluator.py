@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from alphazero.board import encoding
+from alphazero.config import NetworkConfig, SearchConfig
 from alphazero.nets.evaluator import NetworkEvaluator, UniformEvaluator, masked_softmax
-from alphazero.nets.network import NetworkConfig, PolicyValueNet
-from alphazero.search.mcts import MCTS, GameTree, SearchConfig
+from alphazero.nets.network import PolicyValueNet
+from alphazero.search.mcts import MCTS, GameTree
 
 torch.set_num_threads(1)
 

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from alphazero.errors import InputError
 from alphazero.fileio import (
     DirectoryLock,
     LockedError,
     append_jsonl,
     atomic_write,
     atomic_write_text,
+    output_file,
     read_jsonl,
 )
 
@@ -99,3 +101,25 @@ def test_lock_admits_one_holder_and_a_sigkill_releases_it(tmp_path: Path) -> Non
     lock.release()
     with DirectoryLock(directory, "train"):  # released: free again
         pass
+
+
+def test_atomic_writes_get_the_mode_a_plain_open_gives(tmp_path: Path) -> None:
+    # mkstemp makes 0600 files; a PGN or a network written atomically must be as readable as one written plainly.
+    previous = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "atomic.txt", "x")
+        (tmp_path / "plain.txt").write_text("x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "atomic.txt").stat().st_mode & 0o777 == (tmp_path / "plain.txt").stat().st_mode & 0o777 == 0o644
+
+
+def test_an_output_that_is_a_directory_is_refused_before_any_work(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--pgn .* is a directory"):
+        output_file(tmp_path, "--pgn")
+    with pytest.raises(InputError, match="is a directory"):
+        output_file(f"{tmp_path / 'new'}/", "--out")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match="is not a directory"):
+        output_file(tmp_path / "file" / "x.pgn", "--pgn")
+    assert output_file(tmp_path / "a" / "b" / "games.pgn") == tmp_path / "a" / "b" / "games.pgn"  # folders are made later

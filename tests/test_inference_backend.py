@@ -15,12 +15,11 @@ from test_evaluator import make_net, random_positions
 
 from alphazero.board import encoding
 from alphazero.checkpoint import RunDirectory, RunState
-from alphazero.config import ConfigError, load_config
+from alphazero.config import ConfigError, SearchConfig, load_config
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.inference import OnnxBackend, available_backends, resolve_backend
 from alphazero.nets.network import PolicyValueNet, save_network
 from alphazero.search.compiled_mcts import build_search
-from alphazero.search.mcts import SearchConfig
 from commands.main import main
 
 torch.set_num_threads(1)
@@ -103,7 +102,7 @@ def test_empty_batch(onnx_evaluator) -> None:
 def test_compiled_search_visits_the_same_with_both_backends(net) -> None:
     """Same seed, same visit counts move after move: the backends' outputs differ by ~1e-7, far below
     any difference of PUCT scores these searches compare (the policy/value tests above bound them)."""
-    config = SearchConfig(num_simulations=48, engine="compiled")
+    config = SearchConfig(num_simulations=48, implementation="compiled")
     boards = random_positions(16, seed=3)
     visits = {}
     for backend in ("torch", "onnx"):

@@ -86,10 +86,9 @@ def test_label_pgn_every_position_once_and_limit(tmp_path, capsys) -> None:
 
 def test_replay_positions_are_every_position_of_the_games(tmp_path) -> None:
     """A run directory's positions come from its games' PGNs: a superset of the positions the shards trained on."""
-    from alphazero.config import SelfPlayConfig
+    from alphazero.config import SearchConfig, SelfPlayConfig
     from alphazero.learn.replay import read_shard, write_shard
     from alphazero.nets.evaluator import UniformEvaluator
-    from alphazero.search.mcts import SearchConfig
     from alphazero.search.selfplay import SelfPlayer
 
     player = SelfPlayer(UniformEvaluator(), SearchConfig(num_simulations=4),

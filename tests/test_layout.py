@@ -1,8 +1,16 @@
-"""The import rules of the layout: the core package ``alphazero`` never reaches Ray, ``workers`` or the
-command line (``commands``), so a core class runs, and is tested, without a cluster."""
+"""The layout's floors: imports run one way, down.
+
+The core package ``alphazero`` never reaches Ray, ``workers`` or the command line (``commands``), so a
+core class runs, and is tested, without a cluster. Inside it the rooms stand on floors, ground up:
+``errors``, ``fileio`` and ``config`` (every section config) < ``board`` < ``nets`` < ``checkpoint`` <
+``search`` < ``judge`` < ``learn`` < ``bench``, then ``workers`` < ``commands``. A module may import its
+own room and the floors below it, never a floor above or another room on its own floor. Every import
+counts, those inside functions too: a lazy import upward is still an upward dependency.
+"""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -10,7 +18,22 @@ from pathlib import Path
 
 import alphazero
 
+ROOT = Path(alphazero.__file__).parent.parent
 FORBIDDEN = ("ray", "workers", "commands")
+# Room -> floor. A room is a package or a top-level module; the ground floor is one room.
+FLOORS = {
+    "alphazero": 0, "alphazero.errors": 0, "alphazero.fileio": 0, "alphazero.config": 0,
+    "alphazero.board": 1,
+    "alphazero.nets": 2,
+    "alphazero.checkpoint": 3,
+    "alphazero.search": 4,
+    "alphazero.judge": 5,
+    "alphazero.learn": 6,
+    "alphazero.bench": 7,
+    "workers": 8,
+    "commands": 9,
+}
+GROUND = {"alphazero", "alphazero.errors", "alphazero.fileio", "alphazero.config"}
 
 PROBE = """
 import importlib, json, pkgutil, sys
@@ -21,6 +44,76 @@ for name in names:
 forbidden = sorted(module for module in sys.modules if module.split(".")[0] in {forbidden!r})
 print(json.dumps({{"imported": names, "forbidden": forbidden}}))
 """
+
+
+def room(module: str) -> str | None:
+    """The room of a project module (the longest prefix in ``FLOORS``; the ground is one room), else None."""
+    parts = module.split(".")
+    for length in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:length])
+        if prefix in FLOORS:
+            return "ground" if prefix in GROUND else prefix
+    return None
+
+
+def floor(room_name: str) -> int:
+    return 0 if room_name == "ground" else FLOORS[room_name]
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import in the file of ``module``, at any depth, relative ones resolved."""
+    package = module.split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base)
+            found.append((node.lineno, target))
+            # ``from alphazero import board`` imports the room ``alphazero.board``
+            found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names
+                      if room(f"{target}.{alias.name}") not in (None, room(target))]
+    return found
+
+
+def layering_violations() -> list[str]:
+    problems = []
+    for top in ("alphazero", "workers", "commands"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            importer = room(module_name(path))
+            assert importer is not None, f"{path} is in no room of FLOORS"
+            for line, target in imports(path, module_name(path)):
+                imported = room(target)
+                if imported is None or imported == importer:
+                    continue
+                if floor(imported) >= floor(importer):
+                    problems.append(f"{path.relative_to(ROOT)}:{line} ({importer}, floor {floor(importer)}) imports "
+                                    f"{target} ({imported}, floor {floor(imported)})")
+    return problems
+
+
+def test_imports_run_down_the_floors() -> None:
+    assert layering_violations() == []
+
+
+def test_the_floor_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The checker itself: an import from a higher floor, even inside a function, is found."""
+    source = tmp_path / "probe.py"
+    source.write_text("import chess\n\ndef f():\n    from alphazero.learn.replay import write_shard\n"
+                      "    from ..board import encoding\n    from alphazero import judge\n")
+    found = [target for _, target in imports(source, "alphazero.search.probe")]
+    assert found == ["chess", "alphazero.learn.replay", "alphazero.board", "alphazero", "alphazero.judge"]
+    search = room("alphazero.search.probe")
+    assert [room(target) for target in found] == [None, "alphazero.learn", "alphazero.board", "ground", "alphazero.judge"]
+    assert floor(room("alphazero.learn.replay")) > floor(search) > floor(room("alphazero.board.encoding")) > 0
+    assert room("alphazero.config") == room("alphazero.errors") == "ground"
 
 
 def test_every_core_module_imports_without_ray_workers_or_commands() -> None:
@@ -34,4 +127,3 @@ def test_every_core_module_imports_without_ray_workers_or_commands() -> None:
              for path in root.rglob("*.py")}
     assert files - {"alphazero"} <= set(report["imported"])
     assert report["forbidden"] == []
-

@@ -22,8 +22,9 @@ from alphazero.board.game import (
     THREEFOLD_REPETITION,
     terminal_status,
 )
+from alphazero.config import SearchConfig
 from alphazero.nets.evaluator import UniformEvaluator
-from alphazero.search.mcts import MCTS, GameTree, SearchConfig, choose_move_index
+from alphazero.search.mcts import MCTS, GameTree, choose_move_index
 
 # Mate-in-one positions (the side to move mates).
 WHITE_BACK_RANK = "6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"  # Ra8#

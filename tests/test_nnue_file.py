@@ -93,7 +93,8 @@ def test_save_refuses_arrays_that_disagree_with_the_meta(tmp_path, change, messa
 
 def _policy_value_checkpoint(path):
     torch = pytest.importorskip("torch")
-    from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+    from alphazero.config import NetworkConfig
+    from alphazero.nets.network import PolicyValueNet, save_network
 
     torch.manual_seed(0)
     save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8)), path)

@@ -167,7 +167,8 @@ def test_material_stays_the_default_evaluation():
 
 def _policy_value_checkpoint(path):
     torch = pytest.importorskip("torch")
-    from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+    from alphazero.config import NetworkConfig
+    from alphazero.nets.network import PolicyValueNet, save_network
 
     torch.manual_seed(0)
     save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8)), path)
@@ -215,7 +216,7 @@ def test_an_evaluation_beyond_the_limit_is_clamped():
 
 
 def test_the_nnue_bench_reports_a_rate():
-    from alphazero.search.ab_bench import ab_nnue_nodes_per_s
+    from alphazero.bench.alphabeta import ab_nnue_nodes_per_s
 
     assert ab_nnue_nodes_per_s(nodes=500) > 0
 

@@ -12,15 +12,17 @@ import numpy as np
 import pytest
 import torch
 
+from alphazero.bench.nnue import nnue_train_positions_per_s
 from alphazero.board import encoding
 from alphazero.errors import InputError
 from alphazero.learn.nnue_data import PositionData, PQRData, q_to_cp, read_source
-from alphazero.learn.nnue_train import TrainOptions, nnue_train_positions_per_s
+from alphazero.learn.nnue_train import TrainOptions
 from alphazero.learn.positions import split_held_out
-from alphazero.learn.replay import GameRecord, write_shard
+from alphazero.learn.replay import write_shard
 from alphazero.nets.features import batch_features, parse_features
 from alphazero.nets.nnue import NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
 from alphazero.nets.nnue_file import load_nnue, save_nnue
+from alphazero.search.records import GameRecord
 from alphazero.search.selfplay import game_pgn
 from commands.main import build_parser, main
 
@@ -210,10 +212,9 @@ def test_replay_targets_are_z_and_the_recorded_q(tmp_path) -> None:
 
 
 def test_replay_of_a_real_self_play_run_matches_every_recorded_position(tmp_path) -> None:
-    from alphazero.config import SelfPlayConfig
+    from alphazero.config import SearchConfig, SelfPlayConfig
     from alphazero.learn.replay import read_shard
     from alphazero.nets.evaluator import UniformEvaluator
-    from alphazero.search.mcts import SearchConfig
     from alphazero.search.selfplay import SelfPlayer
 
     player = SelfPlayer(UniformEvaluator(), SearchConfig(num_simulations=4),

@@ -12,9 +12,10 @@ import chess.pgn
 import pytest
 import torch
 
+from alphazero.config import NetworkConfig
 from alphazero.errors import InputError
 from alphazero.judge.play import parse_human_move
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.nets.network import PolicyValueNet, save_network
 from commands.main import main
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)

@@ -8,8 +8,9 @@ import chess
 import pytest
 import torch
 
+from alphazero.config import NetworkConfig
 from alphazero.judge.players import make_player
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.nets.network import PolicyValueNet, save_network
 from commands.main import main
 
 # Installed by .ci/run (apt-get install stockfish); a missing engine fails these tests, never skips them.

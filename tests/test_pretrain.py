@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from alphazero.board import encoding
-from alphazero.config import load_config
+from alphazero.config import NetworkConfig, load_config
 from alphazero.learn.pretrain import (
     _row_value,
     init_learner_state,
@@ -20,7 +20,7 @@ from alphazero.learn.pretrain import (
     read_pgn_data,
     split_held_out,
 )
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, load_network, save_network
+from alphazero.nets.network import PolicyValueNet, load_network, save_network
 from commands.main import main
 
 SMOKE = Path(__file__).resolve().parent.parent / "configs" / "smoke.yaml"

@@ -15,8 +15,9 @@ from alphazero.checkpoint import (
     append_jsonl,
     read_jsonl,
 )
+from alphazero.config import NetworkConfig
 from alphazero.judge.ratings import rate_players
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.nets.network import PolicyValueNet, save_network
 from commands.main import main
 
 # Installed by .ci/run (apt-get install stockfish); a missing engine fails these tests, never skips them.

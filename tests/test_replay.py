@@ -20,7 +20,7 @@ import torch
 
 from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
-from alphazero.config import SelfPlayConfig
+from alphazero.config import SearchConfig, SelfPlayConfig
 from alphazero.learn import replay
 from alphazero.learn.replay import (
     MATERIAL_SCALE,
@@ -33,7 +33,6 @@ from alphazero.learn.replay import (
     write_shard,
 )
 from alphazero.nets.evaluator import UniformEvaluator
-from alphazero.search.mcts import SearchConfig
 from alphazero.search.selfplay import SelfPlayer
 
 torch.set_num_threads(1)

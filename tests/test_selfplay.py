@@ -15,11 +15,10 @@ import pytest
 import torch
 
 from alphazero.board import encoding
-from alphazero.config import SelfPlayConfig
+from alphazero.config import NetworkConfig, SearchConfig, SelfPlayConfig
 from alphazero.learn.replay import read_shard, write_shard
 from alphazero.nets.evaluator import NetworkEvaluator, UniformEvaluator
-from alphazero.nets.network import NetworkConfig, PolicyValueNet
-from alphazero.search.mcts import SearchConfig
+from alphazero.nets.network import PolicyValueNet
 from alphazero.search.selfplay import MAX_LENGTH, SelfPlayer
 
 torch.set_num_threads(1)
@@ -423,13 +422,13 @@ def _moves(pgn: str) -> list[chess.Move]:
      "resign_playout_fraction": 0.5},
 ])
 def test_compiled_and_python_searches_play_the_same_games(selfplay: dict) -> None:
-    """``search.engine`` changes the speed of self-play, not its games: the same seed gives the same
+    """``search.implementation`` changes the speed of self-play, not its games: the same seed gives the same
     records (moves, targets, planes, values) with the compiled search as with the Python one."""
     torch.manual_seed(3)
     net = PolicyValueNet(TINY)
     records = {}
     for engine in ("python", "compiled"):
-        search = SearchConfig(num_simulations=12, engine=engine)
+        search = SearchConfig(num_simulations=12, implementation=engine)
         config = SelfPlayConfig(**{"games_per_worker": 3, "max_plies": 40, "temperature_plies": 6,
                                    "random_opening_plies": 2, **selfplay})
         player = SelfPlayer(NetworkEvaluator(net), search, config, seed=11)

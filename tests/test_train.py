@@ -12,7 +12,7 @@ import torch
 from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
 from alphazero.config import TrainConfig
-from alphazero.learn.replay import GameRecord, write_shard
+from alphazero.learn.replay import write_shard
 from alphazero.learn.train import Learner, compute_loss, value_targets
 from alphazero.nets.network import (
     NetworkConfig,
@@ -20,6 +20,7 @@ from alphazero.nets.network import (
     atomic_torch_save,
     safe_torch_load,
 )
+from alphazero.search.records import GameRecord
 
 torch.set_num_threads(1)
 

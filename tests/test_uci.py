@@ -29,6 +29,7 @@ import chess.engine
 import pytest
 import torch
 
+from alphazero.config import NetworkConfig
 from alphazero.errors import InputError
 from alphazero.judge.uci import (
     AB_OPTIONS,
@@ -62,7 +63,7 @@ from alphazero.judge.uci_protocol import (
     parse_line,
     parse_position,
 )
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, save_network
+from alphazero.nets.network import PolicyValueNet, save_network
 
 torch.set_num_threads(1)
 

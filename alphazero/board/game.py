@@ -1,4 +1,4 @@
-"""python-chess glue: terminal detection and results as values for the side to move.
+"""python-chess glue: terminal detection, results as values, and games as PGN text.
 
 Used inside search, so it avoids python-chess's slow calls (``outcome(claim_draw=True)`` walks the
 whole move stack): draws are checked cheapest first and repetition only when the halfmove clock
@@ -7,7 +7,10 @@ allows one. Standard chess rules; a position that is over is never handed to the
 
 from __future__ import annotations
 
+import io
+
 import chess
+import chess.pgn
 
 # Draw reasons, and the words PGN 'Termination' headers use.
 CHECKMATE = "checkmate"
@@ -43,6 +46,15 @@ def terminal_status(board: chess.Board, legal_moves: list[chess.Move] | None = N
     return None
 
 
+# A PGN result as the game's value for White; ``*`` (unfinished) is absent. ``result_string`` is the inverse.
+RESULT_VALUES = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}
+
+
+def white_score(result: str) -> float:
+    """White's score in a game with PGN ``result``: 1, 0.5 or 0 (an unfinished game counts as a draw)."""
+    return (RESULT_VALUES.get(result, 0.0) + 1.0) / 2.0
+
+
 def result_string(white_value: float) -> str:
     """A game value for White (+1, 0, -1) -> PGN result ``1-0``, ``1/2-1/2`` or ``0-1``."""
     if white_value > 0:
@@ -50,3 +62,19 @@ def result_string(white_value: float) -> str:
     if white_value < 0:
         return "0-1"
     return "1/2-1/2"
+
+
+def game_pgn(board: chess.Board, headers: dict[str, str], start_fen: str | None = None) -> str:
+    """The game on ``board`` (its move stack, played from ``start_fen``) as PGN text with ``headers``."""
+    game = chess.pgn.Game()
+    start = chess.Board(start_fen) if start_fen else chess.Board()
+    if start_fen and start_fen != chess.STARTING_FEN:
+        game.setup(start)
+    node: chess.pgn.GameNode = game
+    for move in board.move_stack:
+        node = node.add_variation(move)
+    for key, value in headers.items():
+        game.headers[key] = value
+    buffer = io.StringIO()
+    print(game, file=buffer, end="")
+    return buffer.getvalue()

@@ -38,7 +38,7 @@ pawn stands ready to capture, legality aside. So a repetition whose only differe
 capture that a pin makes illegal counts as different here, where python-chess sees it as the same.
 
 Every function here is ``@njit(cache=True)``: the first process compiles (see
-``alphazero.search.ab_bench`` for the cost), later ones load the machine code from ``__pycache__``.
+``alphazero.bench.alphabeta`` for the cost), later ones load the machine code from ``__pycache__``.
 Numba checks a cache entry against its own source file only: after editing this module, delete
 ``alphazero/search/__pycache__/*.nbi`` too, or the search keeps the old board compiled into it.
 """

@@ -19,10 +19,9 @@ import chess
 import chess.polyglot
 import numpy as np
 
-from alphazero.board.game import MAX_LENGTH, result_string, terminal_status
+from alphazero.board.game import MAX_LENGTH, game_pgn, result_string, terminal_status, white_score
 from alphazero.errors import InputError
 from alphazero.judge.players import Player
-from alphazero.search.selfplay import game_pgn
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,8 @@ class GameResult:
     @property
     def score_a(self) -> float:
         """Score of player A (the first player of the match) in this game."""
-        white_score = {"1-0": 1.0, "0-1": 0.0}.get(self.result, 0.5)
-        return white_score if self.a_is_white else 1.0 - white_score
+        white = white_score(self.result)
+        return white if self.a_is_white else 1.0 - white
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence, TextIO
 
 import chess
 
-from alphazero.board.game import terminal_status
+from alphazero.board.game import game_pgn, result_string, terminal_status
 from alphazero.errors import InputError
 
 PIECE_NAMES = {chess.PAWN: "pawn", chess.KNIGHT: "knight", chess.BISHOP: "bishop", chess.ROOK: "rook",
@@ -131,10 +131,9 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
     asked again with the reason; ``quit``, ``resign`` or end of input stops. The game is saved as
     PGN at the end (``pgn_path``, default ``game-YYYYmmdd-HHMMSS.pgn`` in the current directory).
     """
+    from alphazero.config import SearchConfig
     from alphazero.judge.players import MCTSPlayer, resolve_network_path
     from alphazero.nets.network import load_network
-    from alphazero.search.mcts import SearchConfig
-    from alphazero.search.selfplay import game_pgn
 
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
@@ -158,7 +157,7 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
         if status is not None:
             value, termination = status
             white_value = value if board.turn == chess.WHITE else -value
-            result = "1-0" if white_value > 0 else "0-1" if white_value < 0 else "1/2-1/2"
+            result = result_string(white_value)
             say(draw_board(board, human_color, unicode))
             say(f"Game over: {result} ({termination})")
             break

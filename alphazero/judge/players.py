@@ -34,11 +34,11 @@ import chess
 import chess.engine
 import numpy as np
 
+from alphazero.config import SearchConfig
 from alphazero.errors import InputError, UserError
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.search.compiled_mcts import build_search
-from alphazero.search.mcts import SearchConfig
 
 PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
 

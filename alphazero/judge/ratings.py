@@ -70,9 +70,9 @@ def rate_players(specs: Sequence[str], games_per_pair: int, max_plies: int = 400
 
 
 def _generation_player(path: Path, name: str, sims: int) -> Player:
+    from alphazero.config import SearchConfig
     from alphazero.judge.players import MCTSPlayer
     from alphazero.nets.network import load_network
-    from alphazero.search.mcts import SearchConfig
 
     return MCTSPlayer(load_network(path), SearchConfig(num_simulations=sims), name=name)
 

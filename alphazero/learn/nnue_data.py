@@ -69,12 +69,12 @@ from typing import Any, Callable, Iterator, Sequence
 import chess
 import numpy as np
 
+from alphazero.board.game import RESULT_VALUES
 from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
 from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games
 
 DATA_FORMAT_VERSION = 2  # 2: positions carry a noisy flag (in check, or the move that follows takes or promotes)
-PGN_VALUES = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}  # for White
 SCORE_COLUMNS = ("score_cp", "cp_stm", "cp")
 CHUNK = 4096  # positions featurised per batch_features call (bounded memory)
 
@@ -482,7 +482,7 @@ def _has_legal_move(board: chess.Board) -> bool:
 def _read_pgn(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None:
     with open(path, encoding="utf-8", errors="replace") as handle:
         for number, (_, game) in enumerate(read_pgn_games(handle, str(path), raise_bad)):
-            white_value = PGN_VALUES.get(game.headers.get("Result", "*"), math.nan)
+            white_value = RESULT_VALUES.get(game.headers.get("Result", "*"), math.nan)
             board = game.board()
             for move in game.mainline_moves():
                 if pqr is not None:
@@ -526,7 +526,7 @@ def _read_replay(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> N
             raise InputError(f"{where}: expected one PGN game, found {len(games)}")
         game = games[0][1]
         finished = shard.terminations[number] != MAX_LENGTH
-        white_value = PGN_VALUES.get(shard.results[number], math.nan) if finished else math.nan
+        white_value = RESULT_VALUES.get(shard.results[number], math.nan) if finished else math.nan
         recorded = shard.planes[first:first + int(shard.game_positions[number])]  # uint8 [n, 122]
         values = shard.root_values[first:first + len(recorded)]
         next_row = 0

@@ -47,7 +47,7 @@ import torch
 
 from alphazero.errors import InputError
 from alphazero.fileio import atomic_write, atomic_write_text
-from alphazero.learn.nnue_data import Dataset, FeatureRows, PositionData, PQRData, load_data
+from alphazero.learn.nnue_data import Dataset, FeatureRows, PQRData, load_data
 from alphazero.learn.positions import split_held_out
 from alphazero.nets.nnue import SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
 
@@ -436,51 +436,3 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
             "train_positions": train_data.num_positions, "held_out_positions": held_data.num_positions if held_data else 0,
             "cached": all(s["cached"] for s in sources), "epochs": trainer.epoch,
             "initial": trainer.history[0], "final": final, "seconds": round(time.perf_counter() - started, 2)}
-
-
-# ---- throughput -----------------------------------------------------------------------------------
-
-
-def synthetic_positions(num_positions: int, num_features: int = 768, seed: int = 0) -> PositionData:
-    """Random feature rows (16 to 32 distinct active features per perspective, as a middlegame has in
-    ``all``) with random scores and results: for timing the trainer without a data file."""
-    rng = np.random.default_rng(seed)
-
-    def rows() -> tuple[np.ndarray, np.ndarray]:
-        counts = rng.integers(16, 33, size=num_positions)
-        chosen = np.argsort(rng.random((num_positions, num_features), dtype=np.float32), axis=1)[:, :32]
-        keep = np.arange(32)[None, :] < counts[:, None]
-        offsets = np.zeros(num_positions + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        return np.sort(np.where(keep, chosen, num_features), axis=1)[keep].astype(np.int32), offsets
-
-    stm, nstm = rows(), rows()
-    features = FeatureRows(stm[0], stm[1], nstm[0], nstm[1])
-    score = rng.normal(0.0, 300.0, num_positions).astype(np.float32)
-    result = rng.integers(-1, 2, num_positions).astype(np.float32)
-    return PositionData(features, score, result, np.arange(num_positions, dtype=np.int64),
-                        np.zeros(num_positions, dtype=bool), "synthetic")
-
-
-def nnue_train_positions_per_s(threads: int = 1, batch_size: int = DEFAULT_BATCH_SIZE, steps: int = 20,
-                               seed: int = 0) -> float:
-    """Training throughput (positions per second) of the default net (``all`` 768 -> 128x2 -> 1, crelu,
-    sigmoid-MSE, AdamW) on ``threads`` torch threads: ``steps`` timed steps after two warm-up steps, each
-    a full step as the trainer takes it (batch gather from a larger set, forward, backward, update, clip)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        data = synthetic_positions(4 * batch_size, seed=seed)
-        options = TrainOptions(data=("synthetic",), out="", batch_size=batch_size, seed=seed)
-        trainer = Trainer(NNUEConfig(), options)
-        rng = np.random.default_rng(seed)
-        batches = [data.subset(np.sort(rng.permutation(data.num_positions)[:batch_size])) for _ in range(2)]
-        for batch in batches:
-            trainer.step(batch)
-        started = time.perf_counter()
-        for step in range(steps):
-            trainer.step(data.subset(rng.permutation(data.num_positions)[:batch_size]))
-        return steps * batch_size / (time.perf_counter() - started)
-    finally:
-        torch.set_num_threads(previous)
-

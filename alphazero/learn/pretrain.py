@@ -40,15 +40,15 @@ import numpy as np
 import torch
 
 from alphazero.board import encoding
-from alphazero.config import RunConfig
+from alphazero.board.game import RESULT_VALUES
+from alphazero.config import NetworkConfig, RunConfig
 from alphazero.errors import ConfigError, InputError
 from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games, split_held_out
 from alphazero.learn.replay import Batch, material_targets
 from alphazero.learn.train import Learner
-from alphazero.nets.network import NetworkConfig, PolicyValueNet, load_network, net_to_payload, save_network
+from alphazero.nets.network import PolicyValueNet, load_network, net_to_payload, save_network
 
 CP_SCALE = 0.00184104  # tanh(CP_SCALE * cp) = 2 / (1 + exp(-0.00368208 cp)) - 1 (Lichess win probability)
-PGN_VALUES = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}  # for White
 VALUE_SOURCES = ("wdl", "cp")  # a label row's value: its WDL when present, or its centipawns only
 
 
@@ -169,7 +169,7 @@ def read_pgn_data(path: str | os.PathLike) -> SupervisedData:
     builder = _Builder("pgn")
     with open(path, encoding="utf-8", errors="replace") as handle:
         for number, (_, game) in enumerate(read_pgn_games(handle, str(path), raise_bad)):
-            white_value = PGN_VALUES.get(game.headers.get("Result", "*"))
+            white_value = RESULT_VALUES.get(game.headers.get("Result", "*"))
             board = game.board()
             for move in game.mainline_moves():
                 value = None if white_value is None else (white_value if board.turn == chess.WHITE else -white_value)

@@ -1,4 +1,4 @@
-"""Game records, the versioned on-disk shard format, and the sampling window.
+"""The versioned on-disk shard format of game records, and the sampling window.
 
 A shard is one ``.npz`` file (no pickles; ``allow_pickle=False`` on read) holding several finished
 games, written atomically (temp file + rename) under ``RUN/replay/``. Per position it stores the packed
@@ -20,7 +20,7 @@ import os
 import re
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -30,6 +30,7 @@ from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
 from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
+from alphazero.search.records import GameRecord
 
 SHARD_FORMAT_VERSION = 1
 # Material target: tanh(balance in pawns / MATERIAL_SCALE), so a pawn is 0.2, a knight 0.54, a rook 0.76.
@@ -39,28 +40,6 @@ _TURN_BYTE = 14 * 8 + encoding.CONSTANT_PLANES.index(12)
 _BALANCE_BYTE = 14 * 8 + encoding.CONSTANT_PLANES.index(15)
 _PLY_BYTE = 14 * 8 + encoding.CONSTANT_PLANES.index(23)
 _SHARD_NAME = re.compile(r"^shard-(\d{8})\.npz$")
-
-
-@dataclass
-class GameRecord:
-    """One finished game's training data (positions in play order)."""
-
-    planes: np.ndarray  # uint8 [T, 122], packed, side-to-move frame
-    policy_offsets: np.ndarray  # int64 [T + 1]: position t's targets are [offsets[t], offsets[t+1])
-    policy_actions: np.ndarray  # uint16 [sum K]: actions with visits
-    policy_counts: np.ndarray  # uint16 [sum K]: their visit counts (pi = counts / sum)
-    z: np.ndarray  # int8 [T]: final result for the side to move at each position
-    root_values: np.ndarray  # float16 [T]: search value for the side to move, for diagnostics
-    result: str  # "1-0", "0-1", "1/2-1/2"
-    termination: str  # checkmate, stalemate, ..., max length
-    network_version: int
-    pgn: str
-    plies: int  # plies in the whole game (including unrecorded opening plies)
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def num_positions(self) -> int:
-        return int(self.planes.shape[0])
 
 
 def write_shard(path: str | os.PathLike, games: Sequence[GameRecord]) -> None:

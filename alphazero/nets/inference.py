@@ -12,7 +12,7 @@ Measured on one thread with the default 3x32 network (docs/RESULTS.md, "Inferenc
 Runtime ran 1.4-6x torch eager's positions per second (most at batch 1, 1.4-2x at the self-play
 batch of 48), logits equal to 2.4e-7, and self-play 1.6-3.2x as many positions per second;
 torch.compile lost at batch 48 and took 40-100 s to compile each batch size, and channels_last lost
-at batch 48, so neither is used (``tools/inference_variants.py``).
+at batch 48, so neither is used (``alphazero.bench.inference``).
 
 ``export_onnx`` is also what ``alphazero export --onnx`` writes: input ``planes`` (uint8
 ``[B, 24, 8, 8]``, the encoder's planes as stored, scaled inside the graph), outputs ``logits``

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,37 +29,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from alphazero.board import encoding
+from alphazero.config import NetworkConfig, saved_section
 from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
 
 NET_FORMAT = "alphazero-chess-net"
 NET_FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True)
-class NetworkConfig:
-    """Shape of the residual tower and heads. The defaults are ``configs/default.yaml``'s network (3x32,
-    fast on one CPU thread); other shapes live in their configs (``configs/large.yaml``: 10x128 for a GPU)."""
-
-    blocks: int = 3
-    channels: int = 32
-    value_channels: int = 4
-    value_hidden: int = 64
-    policy_channels: int = 32
-    # A second value-head output, the material balance some plies ahead, and its share u of the value the
-    # searches read, (1 - u) * v + u * m. Measured: docs/RESULTS.md "The material head".
-    material_head: bool = True
-    material_utility: float = 0.5
-
-
-# Network keys added after networks and runs had been saved without them, each with the value that
-# rebuilds what such a file holds: a saved network config that lacks a key was made before it existed.
-KEYS_ADDED_LATER: dict[str, Any] = {"material_head": False, "material_utility": 0.0}
-
-
-def saved_network_config(saved: dict[str, Any]) -> dict[str, Any]:
-    """A network config read from a file (network or run directory), with the keys it predates."""
-    return {**KEYS_ADDED_LATER, **saved}
 
 
 class ResidualBlock(nn.Module):
@@ -192,7 +166,7 @@ def net_from_payload(payload: Any, source: str = "network") -> PolicyValueNet:
     if payload.get("encoding_version") != encoding.ENCODING_VERSION:
         raise InputError(f"{source}: made for encoding version {payload.get('encoding_version')!r}")
     try:
-        config = NetworkConfig(**saved_network_config(payload["config"]))
+        config = NetworkConfig(**saved_section("network", payload["config"]))
         net = PolicyValueNet(config)
         net.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, RuntimeError) as error:

@@ -64,7 +64,7 @@ Memory: the capacities are common to all slots (48 bytes an edge, ~35 edges a no
 object should hold games of similar size; one long search (UCI) takes one slot.
 
 Cost: about 4 microseconds of one CPU per simulation with a free evaluator, encoding, Python driver
-and ``advance`` included (``alphazero.search.compiled_bench``; the Python search: 80-115); the network
+and ``advance`` included (``alphazero.bench.search``; the Python search: 80-115); the network
 call per round is the only synchronisation point. Compilation is cached (``cache=True``): the first
 process compiles for ~30 s, later ones load the machine code in ~1 s. A cached function must not be
 recursive (numba's cache then loads a crashing copy; ``_pairwise_sum`` is written out for that).
@@ -106,7 +106,8 @@ from alphazero.board.kernel import (
 from alphazero.board.move_order import ordered_moves
 from alphazero.board.position import _TOLERATED, SEARCH_RESERVE, move_from_chess
 from alphazero.board.position import _check as check_board
-from alphazero.search.mcts import SearchConfig, SearchResult
+from alphazero.config import SearchConfig
+from alphazero.search.mcts import SearchResult
 
 NI_EDGE_START, NI_NUM_EDGES, NI_VISITS, NI_STATE, NI_PARENT, NI_PARENT_EDGE, NI_NUM_TRIED, NI_CURSOR, NI_WIN = range(9)
 NODE_I = 9
@@ -1171,15 +1172,16 @@ class CompiledMCTS:
         return results
 
 
-def build_search(evaluator: Any, config: SearchConfig, engine: str | None = None) -> tuple[Any, Any]:
-    """``(search, new_tree)`` for ``engine`` ``compiled``, ``python`` or ``auto`` (compiled for PUCT with an
-    evaluator that has ``forward``, else the Python ``MCTS``); ``new_tree(board, seed)`` makes the tree
-    that search takes (``CompiledGameTree`` or ``GameTree``). The one change a caller needs to switch.
-    ``engine`` defaults to ``config.engine``."""
-    engine = config.engine if engine is None else engine
-    if engine not in ("auto", "compiled", "python"):
-        raise ValueError(f"search engine must be auto, compiled or python, got {engine!r}")
-    compiled = engine == "compiled" or (engine == "auto" and config.algorithm == "puct" and hasattr(evaluator, "forward"))
+def build_search(evaluator: Any, config: SearchConfig, implementation: str | None = None) -> tuple[Any, Any]:
+    """``(search, new_tree)`` for ``implementation`` ``compiled``, ``python`` or ``auto`` (compiled for PUCT
+    with an evaluator that has ``forward``, else the Python ``MCTS``); ``new_tree(board, seed)`` makes the
+    tree that search takes (``CompiledGameTree`` or ``GameTree``). The one change a caller needs to switch.
+    ``implementation`` defaults to ``config.implementation``."""
+    implementation = config.implementation if implementation is None else implementation
+    if implementation not in ("auto", "compiled", "python"):
+        raise ValueError(f"search implementation must be auto, compiled or python, got {implementation!r}")
+    compiled = implementation == "compiled" or (implementation == "auto" and config.algorithm == "puct"
+                                                and hasattr(evaluator, "forward"))
     if compiled:
         return CompiledMCTS(evaluator, config), CompiledGameTree
     from alphazero.search.mcts import MCTS, GameTree

@@ -59,6 +59,7 @@ import numpy.typing as npt
 
 from alphazero.board.game import terminal_status
 from alphazero.board.movegen import legal_moves, mating_move_index
+from alphazero.config import SearchConfig
 
 
 class Evaluator(Protocol):
@@ -73,59 +74,6 @@ class Evaluator(Protocol):
     def prepare(self, board: chess.Board, moves: list[chess.Move]) -> Any: ...
 
     def evaluate(self, requests: list[Any]) -> tuple[list[np.ndarray], np.ndarray]: ...
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """Search budget and PUCT constants (AlphaZero's defaults where it had one)."""
-
-    num_simulations: int = 32  # configs/default.yaml's budget (AlphaZero: 800)
-    c_puct: float = 1.25
-    c_puct_base: float = 19652.0  # 0 disables the log growth of c
-    fpu_reduction: float = 0.25
-    dirichlet_alpha: float = 0.3
-    dirichlet_epsilon: float = 0.25
-    leaves_per_game: int = 1  # > 1 collects several leaves per game per network call (virtual loss)
-    virtual_loss: float = 1.0
-    reuse_tree: bool = True
-    twofold_draw: bool = True  # a position repeating one earlier in the same tree is a draw (as lc0)
-    mate_in_one: bool = True  # a node whose mover can mate is a proven win; a root plays its mate (module docs)
-    algorithm: str = "puct"  # puct (AlphaZero) or gumbel (Gumbel AlphaZero, sequential halving)
-    gumbel_considered: int = 16  # m: root actions sampled by Gumbel-top-k (mctx's default)
-    gumbel_c_visit: float = 50.0  # sigma(q) = (c_visit + max N) * c_scale * q
-    gumbel_c_scale: float = 0.1
-    # Which implementation runs the search: ``compiled`` (numba, alphazero.search.compiled_mcts: the
-    # same PUCT, 4-5 us of overhead per simulation instead of 80-130), ``python`` (this module), or
-    # ``auto``: compiled for PUCT with a network evaluator, Python otherwise (Gumbel is Python only).
-    engine: str = "auto"
-    # Where the network runs for the search (alphazero.nets.inference): ``torch`` (eager), ``onnx`` (ONNX
-    # Runtime, CPU only; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md)
-    # or ``auto``: onnx on the CPU when onnxruntime imports, torch on CUDA.
-    backend: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.backend not in ("auto", "torch", "onnx"):
-            raise ValueError(f"search.backend must be auto, torch or onnx, got {self.backend!r}")
-        if self.engine not in ("auto", "compiled", "python"):
-            raise ValueError(f"search.engine must be auto, compiled or python, got {self.engine!r}")
-        if self.engine == "compiled" and self.algorithm != "puct":
-            raise ValueError("search.engine compiled runs PUCT only: use search.engine auto or python with gumbel")
-        if self.algorithm not in ("puct", "gumbel"):
-            raise ValueError(f"search.algorithm must be puct or gumbel, got {self.algorithm!r}")
-        if self.gumbel_considered < 1:
-            raise ValueError("search.gumbel_considered must be >= 1")
-        if self.gumbel_c_visit < 0 or self.gumbel_c_scale <= 0:
-            raise ValueError("search.gumbel_c_visit must be >= 0 and search.gumbel_c_scale > 0")
-        if self.num_simulations < 1:
-            raise ValueError("search.num_simulations must be >= 1")
-        if self.leaves_per_game < 1:
-            raise ValueError("search.leaves_per_game must be >= 1")
-        if self.c_puct <= 0:
-            raise ValueError("search.c_puct must be > 0")
-        if not 0 <= self.dirichlet_epsilon <= 1:
-            raise ValueError("search.dirichlet_epsilon must be in [0, 1]")
-        if self.dirichlet_alpha <= 0:
-            raise ValueError("search.dirichlet_alpha must be > 0")
 
 
 class Node:

@@ -8,21 +8,19 @@ same class runs in a plain process or inside a Ray actor (``workers.actors``).
 
 from __future__ import annotations
 
-import io
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import chess
-import chess.pgn
 import numpy as np
 
 from alphazero.board import encoding
-from alphazero.board.game import MAX_LENGTH, RESIGNATION, result_string, terminal_status
-from alphazero.config import SelfPlayConfig
-from alphazero.learn.replay import GameRecord
+from alphazero.board.game import MAX_LENGTH, RESIGNATION, game_pgn, result_string, terminal_status
+from alphazero.config import SearchConfig, SelfPlayConfig
 from alphazero.search.compiled_mcts import CompiledGameTree, build_search
-from alphazero.search.mcts import Evaluator, GameTree, SearchConfig
+from alphazero.search.mcts import Evaluator, GameTree
+from alphazero.search.records import GameRecord
 
 
 @dataclass
@@ -41,22 +39,6 @@ class _GameInProgress:
     # per colour: own moves in a row with root value below the threshold
     low_moves: dict[chess.Color, int] = field(default_factory=lambda: {chess.WHITE: 0, chess.BLACK: 0})
     would_resign: bool | None = None  # colour that would have resigned (games played out), first time
-
-
-def game_pgn(board: chess.Board, headers: dict[str, str], start_fen: str | None = None) -> str:
-    """The game on ``board`` (its move stack) as PGN text with ``headers``."""
-    game = chess.pgn.Game()
-    start = chess.Board(start_fen) if start_fen else chess.Board()
-    if start_fen and start_fen != chess.STARTING_FEN:
-        game.setup(start)
-    node: chess.pgn.GameNode = game
-    for move in board.move_stack:
-        node = node.add_variation(move)
-    for key, value in headers.items():
-        game.headers[key] = value
-    buffer = io.StringIO()
-    print(game, file=buffer, end="")
-    return buffer.getvalue()
 
 
 class SelfPlayer:

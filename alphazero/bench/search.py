@@ -2,7 +2,7 @@
 
 Owns the workload and the figures: ``games`` self-play games searched together (noise, temperature
 1, tree reuse as configured) for ``moves`` moves each from the start position or from middlegames
-(``ab_bench.MIDDLEGAMES``, cycled), ``sims`` new simulations per move. A simulation is one a search
+(``alphazero.bench.positions.MIDDLEGAMES``, cycled), ``sims`` new simulations per move. A simulation is one a search
 added (visits kept from the previous move's tree are not counted again). Timed: the ``search`` calls
 and the ``advance`` calls that play the chosen moves, nothing else.
 
@@ -12,27 +12,25 @@ with the work ``NetworkEvaluator`` does around its network: features, actions, p
 softmax), each with a uniform evaluator (logits and value 0) so the figure is the search's own cost;
 and both with the default network (``configs/default.yaml``'s 3x32) batched.
 
-``python -m alphazero.search.compiled_bench`` prints every figure as one JSON object (a few minutes).
+``python -m alphazero.bench.search`` prints every figure as one JSON object (a few minutes).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from typing import Any
 
 import chess
 import numpy as np
 
+from alphazero.bench.positions import start_boards
+from alphazero.bench.shared import startup_seconds
 from alphazero.board import encoding
 from alphazero.board.game import terminal_status
-from alphazero.search.ab_bench import MIDDLEGAMES
+from alphazero.config import SearchConfig
 from alphazero.search.compiled_mcts import CompiledGameTree, CompiledMCTS, UniformPlaneEvaluator
-from alphazero.search.mcts import MCTS, GameTree, SearchConfig
+from alphazero.search.mcts import MCTS, GameTree
 
 
 class EncodingUniformEvaluator:
@@ -48,13 +46,6 @@ class EncodingUniformEvaluator:
         planes = encoding.planes_from_features([features for features, _ in requests])
         logits = np.zeros((len(planes), encoding.NUM_ACTIONS), np.float32)
         return masked_softmax(logits, [actions for _, actions in requests]), np.zeros(len(planes), np.float32)
-
-
-def start_boards(kind: str, games: int) -> list[chess.Board]:
-    """``games`` boards: all the start position (``start``) or the middlegames cycled (``middlegame``)."""
-    if kind == "start":
-        return [chess.Board() for _ in range(games)]
-    return [chess.Board(MIDDLEGAMES[i % len(MIDDLEGAMES)]) for i in range(games)]
 
 
 def run_workload(search: Any, tree_fn, boards: list[chess.Board], sims: int, moves: int, reuse: bool = True) -> dict:
@@ -156,38 +147,22 @@ def bench_figures(config: Any, seconds: float = 3.0, device: str = "cpu") -> dic
     """What ``alphazero bench`` reports for the compiled search: ``search_overhead_us_per_sim`` and the
     self-play batch searched with the configured network (``config`` a ``RunConfig``; torch threads as set)."""
     games, sims = config.selfplay.games_per_worker, config.search.num_simulations
-    moves = max(2, int(seconds * 3000 / sims / games))  # as bench.bench_search sizes its run
+    moves = max(2, int(seconds * 3000 / sims / games))  # as suite.bench_search sizes its run
     batched = network_search("compiled", config.network, "middlegame", games, sims, moves, config.search, None,
                              device)
     return {"search_overhead_us_per_sim": search_overhead_us_per_sim(seconds),
             "search_batched_sims_per_s_compiled": batched["sims_per_s"]}
 
 
-_FIRST_CALL = ("import time; w, c = time.perf_counter(), time.process_time(); import chess; "
-               "from alphazero.search.compiled_mcts import CompiledMCTS, CompiledGameTree, UniformPlaneEvaluator; "
-               "CompiledMCTS(UniformPlaneEvaluator()).search([CompiledGameTree(chess.Board(), 0)], add_noise=True, "
-               "temperature=1.0, num_simulations=16)[0].move; "
-               "print(time.perf_counter() - w, time.process_time() - c)")
-
-
-def startup_seconds() -> dict:
-    """Seconds (wall and CPU) a fresh interpreter takes to import the compiled search and run a first
-    search: ``cold`` with an empty numba cache (everything compiles), ``cached`` again (everything loads).
-    Uses a temporary ``NUMBA_CACHE_DIR``, leaving the package's own cache alone."""
-    figures = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        for label in ("cold", "cached"):
-            result = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True, text=True,
-                                    check=True)
-            wall, cpu = result.stdout.strip().splitlines()[-1].split()
-            figures[f"{label}_wall"] = round(float(wall), 2)
-            figures[f"{label}_cpu"] = round(float(cpu), 2)
-    return figures
+# A fresh interpreter's import of the compiled search and its first search (``startup_seconds``).
+FIRST_SEARCH = ("import chess\n"
+                "from alphazero.search.compiled_mcts import CompiledMCTS, CompiledGameTree, UniformPlaneEvaluator\n"
+                "CompiledMCTS(UniformPlaneEvaluator()).search([CompiledGameTree(chess.Board(), 0)], add_noise=True, "
+                "temperature=1.0, num_simulations=16)[0].move")
 
 
 def main() -> None:
-    from alphazero.bench import default_config_path
+    from alphazero.bench.shared import default_config_path
     from alphazero.config import load_config
 
     config = load_config(default_config_path())
@@ -199,7 +174,7 @@ def main() -> None:
     for engine in ("compiled", "python"):
         report[f"network_middlegame_{engine}"] = network_search(engine, config.network, "middlegame", 48, 32, 3,
                                                                 config.search)
-    report["startup_seconds"] = startup_seconds()
+    report["startup_seconds"] = startup_seconds(FIRST_SEARCH)
     print(json.dumps(report, indent=1))
 
 

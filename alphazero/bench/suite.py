@@ -1,4 +1,4 @@
-"""Benchmarks of the hot paths, printed as figures (``alphazero bench``). This is slow (~1 minute).
+"""What ``alphazero bench`` prints: the figures of the hot paths, as one dict. This is slow (~1 minute).
 
 All on one torch thread with the default network (``configs/default.yaml``): encoding, the network at batch 1 and at the
 self-play batch (with each inference backend, ``net_batched_per_s_onnx``...; unsuffixed: ``search.backend``'s), and
@@ -10,55 +10,24 @@ from __future__ import annotations
 import platform
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import chess
-import numpy as np
 import torch
 
+from alphazero.bench.positions import sample_positions
+from alphazero.bench.search import search_overhead_us_per_sim
+from alphazero.bench.shared import timed
 from alphazero.board import encoding
 from alphazero.config import RunConfig
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.inference import available_backends, resolve_backend
 from alphazero.nets.network import PolicyValueNet
-from alphazero.search.compiled_bench import search_overhead_us_per_sim
 from alphazero.search.compiled_mcts import build_search
 
 
-def default_config_path() -> Path | None:
-    """``configs/default.yaml`` of this checkout (what "the default network" means), if present."""
-    path = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
-    return path if path.is_file() else None
-
-
-def sample_positions(count: int, seed: int = 0) -> list[chess.Board]:
-    """``count`` positions from random games (varied material, both colours to move)."""
-    rng = np.random.default_rng(seed)
-    boards: list[chess.Board] = []
-    while len(boards) < count:
-        board = chess.Board()
-        for _ in range(int(rng.integers(10, 120))):
-            moves = list(board.legal_moves)
-            if not moves:
-                break
-            board.push(moves[int(rng.integers(len(moves)))])
-            boards.append(board.copy(stack=False))
-    return boards[:count]
-
-
-def _timed(fn, min_seconds: float) -> tuple[int, float]:
-    calls, start = 0, time.perf_counter()
-    while True:
-        fn()
-        calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_seconds:
-            return calls, elapsed
-
-
 def bench_encoding(boards: list[chess.Board], seconds: float) -> float:
-    calls, elapsed = _timed(lambda: encoding.encode_boards(boards), seconds)
+    calls, elapsed = timed(lambda: encoding.encode_boards(boards), seconds)
     return calls * len(boards) / elapsed
 
 
@@ -67,14 +36,14 @@ def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, se
     evaluator = NetworkEvaluator(net, device=device, backend=backend)
     planes = encoding.encode_boards(boards[:batch])
     evaluator.forward(planes)  # warm-up
-    calls, elapsed = _timed(lambda: evaluator.forward(planes), seconds)
+    calls, elapsed = timed(lambda: evaluator.forward(planes), seconds)
     return calls * batch / elapsed
 
 
 def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: int, seed: int = 0,
                  device: str = "cpu") -> float:
     """New simulations per second searching ``num_games`` self-play games together for ``moves`` moves
-    with the configured search (``search.engine``: compiled or Python); visits a reused subtree
+    with the configured search (``search.implementation``: compiled or Python); visits a reused subtree
     brought along are not counted."""
     evaluator = NetworkEvaluator(net, device=device, backend=config.search.backend)
     mcts, new_tree = build_search(evaluator, config.search)
@@ -96,20 +65,20 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
 
 
 def bench_alphabeta() -> dict[str, Any]:
-    """The compiled board and alpha-beta, one core (``alphazero.search.ab_bench``): perft leaves/s
+    """The compiled board and alpha-beta, one core (``alphazero.bench.alphabeta``): perft leaves/s
     (start position, depth 5), ``ab:material`` search nodes/s over ten middlegames to depth 8, and
     the same positions searched with the default NNUE (features all, perspective, L1 128, crelu,
     quantised; random weights of that shape), per CPU second."""
-    from alphazero.search.ab_bench import ab_nnue_nodes_per_s, ab_nodes_per_s, perft_nodes_per_s
+    from alphazero.bench.alphabeta import ab_nnue_nodes_per_s, ab_nodes_per_s, perft_nodes_per_s
 
     return {"perft_nodes_per_s": round(perft_nodes_per_s()), "ab_nodes_per_s": round(ab_nodes_per_s()),
             "ab_nnue_nodes_per_s": round(ab_nnue_nodes_per_s())}
 
 
 def bench_nnue_training(seconds: float) -> dict[str, int]:
-    """NNUE training throughput (``alphazero.learn.nnue_train``): positions/s of the default net (``all``
+    """NNUE training throughput (``alphazero.bench.nnue``): positions/s of the default net (``all``
     768 -> 128x2 -> 1, batch 4096, AdamW) on one and on two torch threads."""
-    from alphazero.learn.nnue_train import nnue_train_positions_per_s
+    from alphazero.bench.nnue import nnue_train_positions_per_s
 
     steps = max(2, int(seconds * 5))
     return {f"nnue_train_positions_per_s_{threads}t": round(nnue_train_positions_per_s(threads, steps=steps))
@@ -136,14 +105,14 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     sims = config.search.num_simulations
     # The configured search above; the other algorithm (gumbel or puct) beside it.
     other = "gumbel" if config.search.algorithm == "puct" else "puct"
-    other_config = replace(config, search=replace(config.search, algorithm=other, engine="auto"))
-    python_config = replace(config, search=replace(config.search, engine="python"))
+    other_config = replace(config, search=replace(config.search, algorithm=other, implementation="auto"))
+    python_config = replace(config, search=replace(config.search, implementation="python"))
     batched_moves = max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker))
     backend = resolve_backend(config.search.backend, torch.device(device))  # the searches' (search.backend)
     nets = bench_backends(net, boards, batch, seconds, device)
     return {
         "search_algorithm": config.search.algorithm,
-        "search_engine": config.search.engine,
+        "search_implementation": config.search.implementation,
         "threads": threads,
         "network": f"{config.network.blocks}x{config.network.channels}",
         "selfplay_batch": batch,

@@ -1,6 +1,6 @@
 """Ways to run the network on the CPU, compared: torch eager, channels_last, torch.compile, ONNX Runtime.
 
-    python tools/inference_variants.py --config configs/default.yaml --batches 1,8,48,256 [--compile]
+    python -m alphazero.bench.inference --config configs/default.yaml --batches 1,8,48,256 [--compile]
 
 One torch thread (and one ONNX Runtime thread), the folded network of ``--config`` with random
 weights; at each batch size every variant runs 1 s, three times interleaved, and the best positions/s
