@@ -128,7 +128,10 @@ def material(bb, st):
             phase += PHASE[piece]
     if phase > 24:
         phase = 24  # early promotions
-    score = (mg * phase + eg * (24 - phase)) // 24
+    total = mg * phase + eg * (24 - phase)
+    # Rounded toward zero, so a position and its colour-mirror score exactly opposite for White (floor
+    # division would round a negative total down: -1 cp apart).
+    score = total // 24 if total >= 0 else -(-total // 24)
     return score if st[ST_SIDE] == WHITE else -score
 
 
