@@ -11,13 +11,29 @@ $(BIN)/alphazero: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: setup train test bench
+# What some tests drive besides Python: Stockfish 15.1 and the gnuchess polyglot book (Debian packages).
+STOCKFISH := /usr/games/stockfish
+BOOK := /usr/share/games/gnuchess/book.bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+
+.PHONY: setup system-packages train test bench
 setup: $(BIN)/alphazero
+
+# Installs them with apt-get when they are missing and it can (as root, or with sudo that needs no
+# password); otherwise says the one command to run, and stops.
+system-packages:
+	@if [ ! -x $(STOCKFISH) ] || [ ! -f $(BOOK) ]; then \
+	  echo "make: installing stockfish and gnuchess-book for the tests (apt-get)"; \
+	  { $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish gnuchess-book >/dev/null; } \
+	  || { echo "make: the tests need Stockfish and the gnuchess book; run: sudo apt-get install stockfish gnuchess-book" >&2; \
+	       exit 2; }; \
+	fi
 
 train: $(BIN)/alphazero
 	$(BIN)/alphazero train --config configs/quickstart.yaml --run-dir checkpoints/quickstart-$$(date +%Y%m%d-%H%M%S)
 
-test: $(BIN)/alphazero
+test: $(BIN)/alphazero system-packages
 	$(BIN)/ruff check alphazero workers commands tests tools
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
