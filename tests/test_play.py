@@ -1,4 +1,4 @@
-"""`alphazero play` (``alphazero.judge.play``): a person plays a network; typed moves refused with a reason."""
+"""`alphazero play` (``alphazero.serve.play``): a person plays a network; typed moves refused with a reason."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import torch
 
 from alphazero.config import NetworkConfig
 from alphazero.errors import InputError
-from alphazero.judge.play import parse_human_move
 from alphazero.nets.network import PolicyValueNet, save_network
+from alphazero.serve.play import parse_human_move
 from commands.main import main
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)

@@ -1,5 +1,5 @@
-"""Tests for the UCI front-end: protocol (``alphazero.judge.uci_protocol``), limits (``alphazero.judge.uci_limits``)
-and the engine (``alphazero.judge.uci``).
+"""Tests for the UCI engine: protocol (``alphazero.serve.uci_protocol``), limits (``alphazero.serve.uci_limits``),
+the searchers (``alphazero.serve.searchers``) and the command loop (``alphazero.serve.uci``).
 
 The pure layers are tested on their own: the line parser and option tables as data, the stop rules
 with explicit clock readings and no threads. The engine is driven three ways: as a subprocess
@@ -31,24 +31,23 @@ import torch
 
 from alphazero.config import NetworkConfig
 from alphazero.errors import InputError
-from alphazero.judge.uci import (
+from alphazero.nets.network import PolicyValueNet, save_network
+from alphazero.serve.searchers import (
     AB_OPTIONS,
     DEFAULT_MOVE_OVERHEAD_MS,
     NETWORK_OPTIONS,
     AlphaBetaSearcher,
-    UCIEngine,
     make_searcher,
-    run_uci,
-    run_uci_player,
 )
-from alphazero.judge.uci_limits import (
+from alphazero.serve.uci import UCIEngine, run_uci, run_uci_player
+from alphazero.serve.uci_limits import (
     GoParams,
     Limits,
     depth_to_nodes,
     parse_go,
     time_budget,
 )
-from alphazero.judge.uci_protocol import (
+from alphazero.serve.uci_protocol import (
     Debug,
     Go,
     IsReady,
@@ -63,14 +62,13 @@ from alphazero.judge.uci_protocol import (
     parse_line,
     parse_position,
 )
-from alphazero.nets.network import PolicyValueNet, save_network
 
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
 STOCKFISH = "/usr/games/stockfish"
-ENGINE_SCRIPT = "import sys; from alphazero.judge.uci import run_uci; sys.exit(run_uci(sys.argv[1]))"
+ENGINE_SCRIPT = "import sys; from alphazero.serve.uci import run_uci; sys.exit(run_uci(sys.argv[1]))"
 
 POSITIONS = [
     chess.STARTING_FEN,
