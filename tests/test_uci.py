@@ -849,6 +849,24 @@ def test_ab_hash_option_and_new_game(ab_compiled) -> None:
         assert stdout.read_until("bestmove")[-2:] == ["info depth 0 score mate 0", "bestmove 0000"]
 
 
+def test_ab_nnue_file_is_read_once(ab_compiled, tmp_path: Path) -> None:
+    """An ``ab:NET`` engine searches with the NNUE it read at start: a new ``Hash`` rebuilds the table
+    around the same net, even after the file is gone (retrained over, moved away)."""
+    from alphazero.nets.nnue_file import random_nnue, save_nnue
+
+    net = random_nnue("all", "perspective", l1=32, seed=4)
+    path = tmp_path / "eval.nnue"
+    save_nnue(path, net.arrays, net.meta)
+    searcher = AlphaBetaSearcher(f"ab:{path}?nodes=2000&hash=1")
+    path.unlink()
+    with serving(searcher) as (stdin, stdout):
+        stdin.send("setoption name Hash value 2", "position startpos", "go nodes 2000")
+        reply = stdout.read_until("bestmove")
+    assert not any(line.startswith("info string") for line in reply), reply
+    assert chess.Move.from_uci(reply[-1].split()[1]) in chess.Board().legal_moves
+    assert searcher.alphabeta.tt.nbytes == 2 * 2**20  # the table was rebuilt at the new size
+
+
 # --------------------------------------------------------------------------------------------------
 # --player with any other spec: choose_moves, then bestmove
 

@@ -61,7 +61,8 @@ plus moves, the subtree under those moves becomes the new root (``debug on`` rep
 
 ``AlphaBeta.search`` (compiled, iterative deepening) with ``go depth`` as its depth, ``go nodes`` as
 its node limit and the time budget as its move time (``depth``/``nodes``/``movetime`` of the spec
-apply to a ``go`` with no limit; ``hash`` sizes the table). Every completed iteration prints::
+apply to a ``go`` with no limit; ``hash`` sizes the table). An NNUE file named by the spec is read
+once, when the searcher is made. Every completed iteration prints::
 
     info depth D seldepth S score cp X|mate M nodes N nps R time T pv m1 m2 ...
 
@@ -113,6 +114,7 @@ from alphazero.serve.uci_limits import MAX_NODES, GoParams, Limits, depth_to_nod
 from alphazero.serve.uci_protocol import Option, OptionTable, format_info, format_info_string, format_score
 
 if TYPE_CHECKING:
+    from alphazero.nets.nnue_file import QuantisedNNUE
     from alphazero.search.alphabeta import SearchInfo
 
 ENGINE_NAME = f"AlphaZero-chess {__version__}"
@@ -438,6 +440,9 @@ class AlphaBetaSearcher(Searcher):
         self.spec = spec.strip()
         self.name = f"{ENGINE_NAME} {self.spec}"
         self.eval_name: str = kwargs["eval_name"]
+        # the NNUE the spec names, read once (parse_ab_spec loaded and checked it): a Hash change
+        # rebuilds the search from it, never from the file, which may have changed or gone since
+        self.evaluation: str | QuantisedNNUE = kwargs["nnue"] if kwargs["nnue"] is not None else self.eval_name
         self.depth: int | None = kwargs["depth"]
         self.nodes: int | None = kwargs["nodes"]
         self.movetime_ms: float | None = kwargs["movetime_ms"]
@@ -447,7 +452,7 @@ class AlphaBetaSearcher(Searcher):
         self.hash_mb = float(kwargs["hash_mb"])
         self.options = OptionTable([replace(HASH, default=max(1, round(self.hash_mb))), MOVE_OVERHEAD, PONDER],
                                    ignored=AB_OPTIONS.ignored)
-        self.alphabeta = AlphaBeta(self.eval_name, tt_mb=self.hash_mb)
+        self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb)
         self._table_mb = self.hash_mb
         self._clear = False
 
@@ -462,7 +467,7 @@ class AlphaBetaSearcher(Searcher):
         if self.hash_mb != self._table_mb:
             from alphazero.search.alphabeta import AlphaBeta
 
-            self.alphabeta = AlphaBeta(self.eval_name, tt_mb=self.hash_mb)
+            self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb)
             self._table_mb = self.hash_mb
             self._clear = False
         elif self._clear:
