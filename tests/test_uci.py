@@ -892,7 +892,7 @@ def test_other_player_specs_answer_through_choose_moves() -> None:
         assert len(reply) == 2 and "unknown option 'Nodes'" in reply[0]
 
 
-def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
     from commands.main import main
 
     for argv in (["uci"], ["uci", "--player", "greedy", "--checkpoint", "net.pt"]):
@@ -907,3 +907,10 @@ def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture
         assert len(err) == 1 and err[0].startswith("alphazero uci: error: ") and fault in err[0], err
     with pytest.raises(InputError, match="random"):
         run_uci_player("random?x=1")
+    # a device this machine does not have is the user's to fix, said before a network is loaded
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for argv, fault in [(["--player", "greedy", "--device", "banana"], "--device 'banana': expected one of cpu, cuda, auto"),
+                        (["--checkpoint", "missing.pt", "--device", "cuda"], "--device cuda: this machine has no CUDA GPU")]:
+        assert main(["uci", *argv]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("alphazero uci: error: ") and fault in err[0], err

@@ -42,6 +42,7 @@ from typing import IO, Any
 
 import chess
 
+from alphazero.errors import InputError
 from alphazero.judge.players import resolve_network_path
 from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.serve.searchers import Job, NetworkSearcher, Searcher, make_searcher
@@ -64,6 +65,7 @@ from alphazero.serve.uci_protocol import (
 )
 
 ENGINE_AUTHOR = "the alphazero-chess authors"
+DEVICES = ("cpu", "cuda", "auto")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -276,6 +278,19 @@ class UCIEngine:
 # Entry points
 
 
+def check_device(device: str) -> str:
+    """``device`` if this machine can serve on it, else ``InputError`` (before a network is loaded or
+    a player started): one of ``DEVICES``, and ``cuda`` only where torch sees a CUDA GPU."""
+    if device not in DEVICES:
+        raise InputError(f"--device {device!r}: expected one of {', '.join(DEVICES)}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError("--device cuda: this machine has no CUDA GPU that torch can use; use --device cpu or auto")
+    return device
+
+
 def run_uci(
     checkpoint_path: str,
     stdin: IO[str] | None = None,
@@ -285,8 +300,9 @@ def run_uci(
     """Load the network at ``checkpoint_path`` (file or run directory) and serve UCI; the exit status.
 
     A missing or unreadable network raises ``InputError`` (or ``RunStateError`` for a directory that
-    holds no run) before anything is served.
+    holds no run) before anything is served, as does a ``device`` this machine does not have.
     """
+    check_device(device)
     net = load_network(resolve_network_path(checkpoint_path))
     return UCIEngine(net, stdin, stdout, device=device).run()
 
@@ -299,7 +315,9 @@ def run_uci_player(
 ) -> int:
     """Serve the player ``spec`` (``alphazero.judge.players``) over UCI; the exit status.
 
-    A bad spec (or a player that cannot start) raises ``InputError`` before anything is served.
+    A bad spec (or a player that cannot start), or a ``device`` this machine does not have, raises
+    ``InputError`` before anything is served.
     """
+    check_device(device)
     searcher = make_searcher(spec, device=device)
     return UCIEngine(searcher, stdin, stdout, device=device).run()
