@@ -374,18 +374,27 @@ def test_clock_limits(engine: chess.engine.SimpleEngine, fen: str) -> None:
 def test_infinite_until_stop(engine: chess.engine.SimpleEngine) -> None:
     board = chess.Board(POSITIONS[1])
     analysis = engine.analysis(board)
+
+    def late_info() -> dict | None:
+        """The first periodic info line from a second or more into the search; None if it ended first."""
+        for info in analysis:
+            if info.get("time", 0) >= 1.0 and "pv" in info:
+                return info
+        return None
+
+    waiter = concurrent.futures.ThreadPoolExecutor(1)  # an engine that falls silent fails, not hangs
     try:
-        time.sleep(1.3)
-        # still searching after 1.3 s (no bestmove yet), and periodic info lines arrived meanwhile
-        info = analysis.info
-        assert info.get("nodes", 0) > 0 and "score" in info and info["pv"][0] in board.legal_moves
-        assert info["time"] >= 0.9  # a periodic line from late in the search: it did not end early
+        info = waiter.submit(late_info).result(timeout=60)
+        # still searching a second in (no bestmove), printing periodic info lines meanwhile
+        assert info is not None, "the infinite search ended by itself"
+        assert info["nodes"] > 0 and "score" in info and info["pv"][0] in board.legal_moves
         nodes_before = info["nodes"]
     finally:
         stopped = time.monotonic()
         analysis.stop()
+        waiter.shutdown(wait=False)
     best = analysis.wait()
-    assert time.monotonic() - stopped < 1.5
+    assert time.monotonic() - stopped < 3  # searched in chunks of ~50 ms: stop is read between them
     assert best.move in board.legal_moves
     assert analysis.info["nodes"] >= nodes_before
 
@@ -523,8 +532,8 @@ def test_terminal_positions_raw(network_path: Path) -> None:
         reply = raw.read_until("bestmove")
         assert reply[-1] == "bestmove 0000" and "info depth 0 score cp 0" in reply
         # a quit during a search ends the process promptly
-        raw.send("position startpos", "go infinite")
-        time.sleep(0.3)
+        raw.send("position startpos", "go infinite", "isready")
+        raw.read_until("readyok")  # the go was read: the search thread runs
         started = time.monotonic()
         raw.send("quit")
         assert raw.proc.wait(timeout=5) == 0
@@ -617,7 +626,7 @@ def inproc(net: PolicyValueNet):
 def test_isready_and_go_while_searching(inproc) -> None:
     stdin, stdout = inproc
     stdin.send("position startpos moves d2d4", "go infinite")
-    time.sleep(0.2)
+    stdout.read_until("info depth")  # the search is under way
     stdin.send("isready")
     assert stdout.read_until("readyok")[-1] == "readyok"  # answered mid-search, before any bestmove
     stdin.send("go nodes 5")
@@ -629,8 +638,8 @@ def test_isready_and_go_while_searching(inproc) -> None:
     board.push_uci("d2d4")
     assert chess.Move.from_uci(reply[-1].split()[1]) in board.legal_moves
     # stop immediately followed by go: the new search starts once the old one has answered
-    stdin.send("go infinite")
-    time.sleep(0.1)
+    stdin.send("go infinite", "isready")
+    stdout.read_until("readyok")  # the search thread runs
     stdin.send("stop", "go nodes 8")
     first = stdout.read_until("bestmove")
     second = stdout.read_until("bestmove")
@@ -676,7 +685,7 @@ def test_ponderhit_turns_into_timed_search(inproc) -> None:
     hit = time.monotonic()
     stdin.send("ponderhit")
     reply = stdout.read_until("bestmove")
-    assert 0.1 <= time.monotonic() - hit < 2
+    assert 0.1 <= time.monotonic() - hit < 5  # the 200 ms budget counts from the ponderhit; a busy machine may lag
     assert chess.Move.from_uci(reply[-1].split()[1]) in chess.Board().legal_moves
 
 
@@ -758,12 +767,12 @@ def test_ab_respects_time_nodes_and_clock(ab_engine: chess.engine.SimpleEngine) 
     elapsed = time.monotonic() - started
     assert result.move in board.legal_moves
     # budget 200 - 50 ms overhead; the search starts no iteration after 60% of it and stops at the end
-    assert 0.08 <= elapsed < 1.5
+    assert 0.08 <= elapsed < 3
     result = ab_engine.play(board, chess.engine.Limit(nodes=3000), info=chess.engine.INFO_ALL)
     assert result.info["nodes"] <= 3000  # the spec's default (100 ms) would search ten times more
     started = time.monotonic()
     result = ab_engine.play(board, chess.engine.Limit(white_clock=3, black_clock=3, white_inc=0, black_inc=0))
-    assert time.monotonic() - started < 1.5  # 3000 / 30 - 50 = 50 ms
+    assert time.monotonic() - started < 3  # 3000 / 30 - 50 = 50 ms
     assert result.move in board.legal_moves
 
 
@@ -814,8 +823,9 @@ def test_ab_infinite_and_ponder_wait_for_the_gui(ab_compiled) -> None:
         stdin.send("stop")
         assert stdout.read_until("bestmove")[-1] == "bestmove a1a8"
         stdin.send("setoption name MoveOverhead value 0", "position startpos moves e2e4", "go ponder movetime 200")
-        lines = collect(stdout, 0.6)
-        assert lines and not any(line.startswith("bestmove") for line in lines)  # pondering past its movetime
+        lines = stdout.read_until("info depth", timeout=30)  # the ponder search is under way...
+        lines += collect(stdout, 0.6)
+        assert not any(line.startswith("bestmove") for line in lines)  # ...and goes on past its movetime
         hit = time.monotonic()
         stdin.send("ponderhit")
         lines += stdout.read_until("bestmove", timeout=30)
