@@ -1,4 +1,4 @@
-"""``alphazero play``: a person plays a network in the terminal (``alphazero.judge.play``)."""
+"""``alphazero play``: a person plays a network in the terminal (``alphazero.serve.play``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import chess
 
-    from alphazero.judge.play import play_human
+    from alphazero.serve.play import play_human
 
     play_human(args.checkpoint, chess.WHITE if args.color == "white" else chess.BLACK, sims=args.sims,
                pgn_path=args.pgn, unicode=args.unicode)

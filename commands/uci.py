@@ -1,4 +1,4 @@
-"""``alphazero uci``: serve a network or any player spec as a UCI engine (``alphazero.judge.uci``)."""
+"""``alphazero uci``: serve a network or any player spec as a UCI engine (``alphazero.serve.uci``)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.player is not None:
-        from alphazero.judge.uci import run_uci_player
+        from alphazero.serve.uci import run_uci_player
 
         return run_uci_player(args.player, device=args.device)
-    from alphazero.judge.uci import run_uci
+    from alphazero.serve.uci import run_uci
 
     return run_uci(args.checkpoint, device=args.device)

@@ -146,7 +146,7 @@ def test_a_bug_is_not_swallowed(bug, monkeypatch, tmp_path) -> None:
 
 def test_a_bug_prints_its_traceback_from_the_command(tmp_path) -> None:
     # A corrupt network file is the user's (exit 2, one line); the same command with a bug in it is not.
-    script = ("import sys, alphazero.judge.play as play\n"
+    script = ("import sys, alphazero.serve.play as play\n"
               "def broken(*a, **k): raise KeyError('bug')\n"
               "play.play_human = broken\n"
               "from commands.main import main\n"

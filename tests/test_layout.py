@@ -3,9 +3,9 @@
 The core package ``alphazero`` never reaches Ray, ``workers`` or the command line (``commands``), so a
 core class runs, and is tested, without a cluster. Inside it the rooms stand on floors, ground up:
 ``errors``, ``fileio`` and ``config`` (every section config) < ``board`` < ``nets`` < ``checkpoint`` <
-``search`` < ``judge`` < ``learn`` < ``bench``, then ``workers`` < ``commands``. A module may import its
-own room and the floors below it, never a floor above or another room on its own floor. Every import
-counts, those inside functions too: a lazy import upward is still an upward dependency.
+``search`` < ``judge`` < ``learn`` and ``serve`` (peers) < ``bench``, then ``workers`` < ``commands``. A
+module may import its own room and the floors below it, never a floor above or another room on its own
+floor. Every import counts, those inside functions too: a lazy import upward is still an upward dependency.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ FLOORS = {
     "alphazero.search": 4,
     "alphazero.judge": 5,
     "alphazero.learn": 6,
+    "alphazero.serve": 6,  # a peer of learn: neither imports the other
     "alphazero.bench": 7,
     "workers": 8,
     "commands": 9,

@@ -1,4 +1,4 @@
-"""`alphazero play` (``alphazero.judge.play``): a person plays a network; typed moves refused with a reason."""
+"""`alphazero play` (``alphazero.serve.play``): a person plays a network; typed moves refused with a reason."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import torch
 
 from alphazero.config import NetworkConfig
 from alphazero.errors import InputError
-from alphazero.judge.play import parse_human_move
 from alphazero.nets.network import PolicyValueNet, save_network
+from alphazero.serve.play import parse_human_move
 from commands.main import main
 
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
@@ -97,3 +97,23 @@ def test_resign_scores_the_game_for_the_network(monkeypatch, capsys, tmp_path) -
     assert game.headers["Result"] == "0-1" and game.headers["Termination"] == "resignation"
     assert main(["play", "--checkpoint", str(tmp_path / "missing.pt")]) == 2
     assert "no network file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["dir/", "dir", "file.txt/game.pgn"])
+def test_an_unwritable_pgn_path_stops_before_the_first_move(where, monkeypatch, capsys, tmp_path) -> None:
+    """``--pgn`` naming a directory (or a path under a file) is one line and exit 2 before the game: no
+    move is asked for or played, so no game is lost at the end."""
+    net = _tiny_net(tmp_path / "tiny.pt", seed=3)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file.txt").write_text("not a folder\n")
+    typed = io.StringIO("d4\nquit\n")
+    monkeypatch.setattr(sys, "stdin", typed)
+    before = sorted(tmp_path.rglob("*"))
+    pgn = str(tmp_path / where) + ("/" if where.endswith("/") else "")
+    assert main(["play", "--checkpoint", str(net), "--sims", "2", "--pgn", pgn]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert len(err) == 1 and err[0].startswith("alphazero play: error: --pgn ") and "directory" in err[0], err
+    assert captured.out == ""  # no board, no prompt, no move
+    assert typed.read() == "d4\nquit\n"  # nothing was read from the player
+    assert sorted(tmp_path.rglob("*")) == before

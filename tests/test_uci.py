@@ -1,5 +1,5 @@
-"""Tests for the UCI front-end: protocol (``alphazero.judge.uci_protocol``), limits (``alphazero.judge.uci_limits``)
-and the engine (``alphazero.judge.uci``).
+"""Tests for the UCI engine: protocol (``alphazero.serve.uci_protocol``), limits (``alphazero.serve.uci_limits``),
+the searchers (``alphazero.serve.searchers``) and the command loop (``alphazero.serve.uci``).
 
 The pure layers are tested on their own: the line parser and option tables as data, the stop rules
 with explicit clock readings and no threads. The engine is driven three ways: as a subprocess
@@ -31,24 +31,23 @@ import torch
 
 from alphazero.config import NetworkConfig
 from alphazero.errors import InputError
-from alphazero.judge.uci import (
+from alphazero.nets.network import PolicyValueNet, save_network
+from alphazero.serve.searchers import (
     AB_OPTIONS,
     DEFAULT_MOVE_OVERHEAD_MS,
     NETWORK_OPTIONS,
     AlphaBetaSearcher,
-    UCIEngine,
     make_searcher,
-    run_uci,
-    run_uci_player,
 )
-from alphazero.judge.uci_limits import (
+from alphazero.serve.uci import UCIEngine, run_uci, run_uci_player
+from alphazero.serve.uci_limits import (
     GoParams,
     Limits,
     depth_to_nodes,
     parse_go,
     time_budget,
 )
-from alphazero.judge.uci_protocol import (
+from alphazero.serve.uci_protocol import (
     Debug,
     Go,
     IsReady,
@@ -63,14 +62,13 @@ from alphazero.judge.uci_protocol import (
     parse_line,
     parse_position,
 )
-from alphazero.nets.network import PolicyValueNet, save_network
 
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16)
 STOCKFISH = "/usr/games/stockfish"
-ENGINE_SCRIPT = "import sys; from alphazero.judge.uci import run_uci; sys.exit(run_uci(sys.argv[1]))"
+ENGINE_SCRIPT = "import sys; from alphazero.serve.uci import run_uci; sys.exit(run_uci(sys.argv[1]))"
 
 POSITIONS = [
     chess.STARTING_FEN,
@@ -376,18 +374,27 @@ def test_clock_limits(engine: chess.engine.SimpleEngine, fen: str) -> None:
 def test_infinite_until_stop(engine: chess.engine.SimpleEngine) -> None:
     board = chess.Board(POSITIONS[1])
     analysis = engine.analysis(board)
+
+    def late_info() -> dict | None:
+        """The first periodic info line from a second or more into the search; None if it ended first."""
+        for info in analysis:
+            if info.get("time", 0) >= 1.0 and "pv" in info:
+                return info
+        return None
+
+    waiter = concurrent.futures.ThreadPoolExecutor(1)  # an engine that falls silent fails, not hangs
     try:
-        time.sleep(1.3)
-        # still searching after 1.3 s (no bestmove yet), and periodic info lines arrived meanwhile
-        info = analysis.info
-        assert info.get("nodes", 0) > 0 and "score" in info and info["pv"][0] in board.legal_moves
-        assert info["time"] >= 0.9  # a periodic line from late in the search: it did not end early
+        info = waiter.submit(late_info).result(timeout=60)
+        # still searching a second in (no bestmove), printing periodic info lines meanwhile
+        assert info is not None, "the infinite search ended by itself"
+        assert info["nodes"] > 0 and "score" in info and info["pv"][0] in board.legal_moves
         nodes_before = info["nodes"]
     finally:
         stopped = time.monotonic()
         analysis.stop()
+        waiter.shutdown(wait=False)
     best = analysis.wait()
-    assert time.monotonic() - stopped < 1.5
+    assert time.monotonic() - stopped < 3  # searched in chunks of ~50 ms: stop is read between them
     assert best.move in board.legal_moves
     assert analysis.info["nodes"] >= nodes_before
 
@@ -525,8 +532,8 @@ def test_terminal_positions_raw(network_path: Path) -> None:
         reply = raw.read_until("bestmove")
         assert reply[-1] == "bestmove 0000" and "info depth 0 score cp 0" in reply
         # a quit during a search ends the process promptly
-        raw.send("position startpos", "go infinite")
-        time.sleep(0.3)
+        raw.send("position startpos", "go infinite", "isready")
+        raw.read_until("readyok")  # the go was read: the search thread runs
         started = time.monotonic()
         raw.send("quit")
         assert raw.proc.wait(timeout=5) == 0
@@ -619,7 +626,7 @@ def inproc(net: PolicyValueNet):
 def test_isready_and_go_while_searching(inproc) -> None:
     stdin, stdout = inproc
     stdin.send("position startpos moves d2d4", "go infinite")
-    time.sleep(0.2)
+    stdout.read_until("info depth")  # the search is under way
     stdin.send("isready")
     assert stdout.read_until("readyok")[-1] == "readyok"  # answered mid-search, before any bestmove
     stdin.send("go nodes 5")
@@ -631,8 +638,8 @@ def test_isready_and_go_while_searching(inproc) -> None:
     board.push_uci("d2d4")
     assert chess.Move.from_uci(reply[-1].split()[1]) in board.legal_moves
     # stop immediately followed by go: the new search starts once the old one has answered
-    stdin.send("go infinite")
-    time.sleep(0.1)
+    stdin.send("go infinite", "isready")
+    stdout.read_until("readyok")  # the search thread runs
     stdin.send("stop", "go nodes 8")
     first = stdout.read_until("bestmove")
     second = stdout.read_until("bestmove")
@@ -678,7 +685,7 @@ def test_ponderhit_turns_into_timed_search(inproc) -> None:
     hit = time.monotonic()
     stdin.send("ponderhit")
     reply = stdout.read_until("bestmove")
-    assert 0.1 <= time.monotonic() - hit < 2
+    assert 0.1 <= time.monotonic() - hit < 5  # the 200 ms budget counts from the ponderhit; a busy machine may lag
     assert chess.Move.from_uci(reply[-1].split()[1]) in chess.Board().legal_moves
 
 
@@ -760,12 +767,12 @@ def test_ab_respects_time_nodes_and_clock(ab_engine: chess.engine.SimpleEngine) 
     elapsed = time.monotonic() - started
     assert result.move in board.legal_moves
     # budget 200 - 50 ms overhead; the search starts no iteration after 60% of it and stops at the end
-    assert 0.08 <= elapsed < 1.5
+    assert 0.08 <= elapsed < 3
     result = ab_engine.play(board, chess.engine.Limit(nodes=3000), info=chess.engine.INFO_ALL)
     assert result.info["nodes"] <= 3000  # the spec's default (100 ms) would search ten times more
     started = time.monotonic()
     result = ab_engine.play(board, chess.engine.Limit(white_clock=3, black_clock=3, white_inc=0, black_inc=0))
-    assert time.monotonic() - started < 1.5  # 3000 / 30 - 50 = 50 ms
+    assert time.monotonic() - started < 3  # 3000 / 30 - 50 = 50 ms
     assert result.move in board.legal_moves
 
 
@@ -816,8 +823,9 @@ def test_ab_infinite_and_ponder_wait_for_the_gui(ab_compiled) -> None:
         stdin.send("stop")
         assert stdout.read_until("bestmove")[-1] == "bestmove a1a8"
         stdin.send("setoption name MoveOverhead value 0", "position startpos moves e2e4", "go ponder movetime 200")
-        lines = collect(stdout, 0.6)
-        assert lines and not any(line.startswith("bestmove") for line in lines)  # pondering past its movetime
+        lines = stdout.read_until("info depth", timeout=30)  # the ponder search is under way...
+        lines += collect(stdout, 0.6)
+        assert not any(line.startswith("bestmove") for line in lines)  # ...and goes on past its movetime
         hit = time.monotonic()
         stdin.send("ponderhit")
         lines += stdout.read_until("bestmove", timeout=30)
@@ -851,6 +859,24 @@ def test_ab_hash_option_and_new_game(ab_compiled) -> None:
         assert stdout.read_until("bestmove")[-2:] == ["info depth 0 score mate 0", "bestmove 0000"]
 
 
+def test_ab_nnue_file_is_read_once(ab_compiled, tmp_path: Path) -> None:
+    """An ``ab:NET`` engine searches with the NNUE it read at start: a new ``Hash`` rebuilds the table
+    around the same net, even after the file is gone (retrained over, moved away)."""
+    from alphazero.nets.nnue_file import random_nnue, save_nnue
+
+    net = random_nnue("all", "perspective", l1=32, seed=4)
+    path = tmp_path / "eval.nnue"
+    save_nnue(path, net.arrays, net.meta)
+    searcher = AlphaBetaSearcher(f"ab:{path}?nodes=2000&hash=1")
+    path.unlink()
+    with serving(searcher) as (stdin, stdout):
+        stdin.send("setoption name Hash value 2", "position startpos", "go nodes 2000")
+        reply = stdout.read_until("bestmove")
+    assert not any(line.startswith("info string") for line in reply), reply
+    assert chess.Move.from_uci(reply[-1].split()[1]) in chess.Board().legal_moves
+    assert searcher.alphabeta.tt.nbytes == 2 * 2**20  # the table was rebuilt at the new size
+
+
 # --------------------------------------------------------------------------------------------------
 # --player with any other spec: choose_moves, then bestmove
 
@@ -876,7 +902,7 @@ def test_other_player_specs_answer_through_choose_moves() -> None:
         assert len(reply) == 2 and "unknown option 'Nodes'" in reply[0]
 
 
-def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
     from commands.main import main
 
     for argv in (["uci"], ["uci", "--player", "greedy", "--checkpoint", "net.pt"]):
@@ -891,3 +917,10 @@ def test_cli_uci_wants_one_source_and_a_valid_spec(capsys: pytest.CaptureFixture
         assert len(err) == 1 and err[0].startswith("alphazero uci: error: ") and fault in err[0], err
     with pytest.raises(InputError, match="random"):
         run_uci_player("random?x=1")
+    # a device this machine does not have is the user's to fix, said before a network is loaded
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for argv, fault in [(["--player", "greedy", "--device", "banana"], "--device 'banana': expected one of cpu, cuda, auto"),
+                        (["--checkpoint", "missing.pt", "--device", "cuda"], "--device cuda: this machine has no CUDA GPU")]:
+        assert main(["uci", *argv]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("alphazero uci: error: ") and fault in err[0], err

@@ -1,3 +1,3 @@
 """Judging players: players from spec strings (``players``), games and openings (``arena``), Elo, SPRT and
-intervals (``elo``), the evaluation commands' work, one module each (``match``, ``ratings``, ``puzzles``,
-``play``), the UCI engine (``uci``, ``uci_protocol``, ``uci_limits``), plots (``plots``)."""
+intervals (``elo``), the evaluation commands' work, one module each (``match``, ``tournament``, ``ratings``,
+``puzzles``), plots (``plots``). Serving a player (UCI, terminal play) is ``alphazero.serve``'s."""

@@ -4,7 +4,7 @@ Owns ``GoParams`` (one ``go`` command, parsed by ``parse_go``), the time manager
 the depth-to-simulations map of the tree search (``depth_to_nodes``) and ``Limits``: the stop rules
 of one running search as a plain object that the caller asks, with its own clock readings, "stop
 now?" (``reached``) and "how long is left?" (``remaining``). Knows nothing of threads,
-streams, networks or boards beyond the side to move; the engine (``alphazero.judge.uci``) owns those and
+streams, networks or boards beyond the side to move; the engine (``alphazero.serve.uci``) owns those and
 guards a shared ``Limits`` with its lock, because ``ponderhit`` changes it mid-search.
 
 Rules (several limits may be given; the first reached ends the search):

@@ -1,8 +1,9 @@
 """The ``alphazero play`` command's work: a person plays a network through text streams.
 
 Owns the board drawing, the parsing of a typed move (SAN or UCI) with the reason an illegal one is
-refused, and the game loop that saves the game as PGN. Reads no terminal directly: ``stdin`` and
-``stdout`` are any text streams.
+refused, and the game loop that saves the game as PGN (its path checked before the first move,
+the file written atomically at the end). Reads no terminal directly: ``stdin`` and ``stdout`` are
+any text streams. The opponent is a player of ``alphazero.judge.players``; how it searches is its own.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import chess
 
 from alphazero.board.game import game_pgn, result_string, terminal_status
 from alphazero.errors import InputError
+from alphazero.fileio import atomic_write_text, output_file
 
 PIECE_NAMES = {chess.PAWN: "pawn", chess.KNIGHT: "knight", chess.BISHOP: "bishop", chess.ROOK: "rook",
                chess.QUEEN: "queen", chess.KING: "king"}
@@ -129,7 +131,10 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
 
     Reads one line per move from ``stdin`` (no terminal needed); an illegal or ambiguous move is
     asked again with the reason; ``quit``, ``resign`` or end of input stops. The game is saved as
-    PGN at the end (``pgn_path``, default ``game-YYYYmmdd-HHMMSS.pgn`` in the current directory).
+    PGN at the end (``pgn_path``, default ``game-YYYYmmdd-HHMMSS.pgn`` in the current directory). A
+    ``pgn_path`` that could not be written (a directory, a path under a file, a folder this process may
+    not write to) is an ``InputError`` before the network is loaded or a move is asked for, as are
+    ``sims < 1`` and a missing network.
     """
     from alphazero.config import SearchConfig
     from alphazero.judge.players import MCTSPlayer, resolve_network_path
@@ -139,17 +144,17 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
     stdout = stdout or sys.stdout
     if sims < 1:
         raise InputError(f"--sims must be positive, got {sims}")
+    pgn_path = output_file(pgn_path if pgn_path is not None else f"game-{time.strftime('%Y%m%d-%H%M%S')}.pgn", "--pgn")
     network_path = resolve_network_path(checkpoint)
-    engine = MCTSPlayer(load_network(network_path), SearchConfig(num_simulations=sims),
-                        name=f"alphazero ({network_path.name}, {sims} sims)")
-    pgn_path = Path(pgn_path) if pgn_path is not None else Path(f"game-{time.strftime('%Y%m%d-%H%M%S')}.pgn")
+    opponent = MCTSPlayer(load_network(network_path), SearchConfig(num_simulations=sims),
+                          name=f"alphazero ({network_path.name}, {sims} sims)")
     board = chess.Board()
     human_name = "human"
 
     def say(text: str = "") -> None:
         print(text, file=stdout, flush=True)
 
-    say(f"You play {'White' if human_color == chess.WHITE else 'Black'} against {engine.name}. {HELP}")
+    say(f"You play {'White' if human_color == chess.WHITE else 'Black'} against {opponent.name}. {HELP}")
     result, termination = "*", "abandoned"
     shown = -1  # ply count of the position last drawn: the board is redrawn only when it changed
     while True:
@@ -162,8 +167,8 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
             say(f"Game over: {result} ({termination})")
             break
         if board.turn != human_color:
-            move = engine.choose_moves([board])[0]
-            say(f"{engine.name} plays {board.san(move)} ({move.uci()})")
+            move = opponent.choose_moves([board])[0]
+            say(f"{opponent.name} plays {board.san(move)} ({move.uci()})")
             board.push(move)
             continue
         if shown != len(board.move_stack):
@@ -200,11 +205,10 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
             continue
         say(f"You play {board.san(move)} ({move.uci()})")
         board.push(move)
-    white, black = (human_name, engine.name) if human_color == chess.WHITE else (engine.name, human_name)
+    white, black = (human_name, opponent.name) if human_color == chess.WHITE else (opponent.name, human_name)
     headers = {"Event": "alphazero play", "Site": "local", "Date": time.strftime("%Y.%m.%d"), "Round": "1",
                "White": white, "Black": black, "Result": result, "Termination": termination}
-    pgn_path.parent.mkdir(parents=True, exist_ok=True)
-    pgn_path.write_text(game_pgn(board, headers) + "\n")
-    engine.close()
+    atomic_write_text(pgn_path, game_pgn(board, headers) + "\n")
+    opponent.close()
     say(f"Game saved to {pgn_path}")
     return {"result": result, "termination": termination, "plies": len(board.move_stack), "pgn": str(pgn_path)}

@@ -5,13 +5,13 @@ turns one line into a command value (``Go``, ``Position``, ``SetOption``, ...) o
 with it; ``Option`` / ``OptionTable`` declare an engine's options once each (name, type, default,
 range, the setting it sets) and both print their ``option`` lines and check ``setoption`` values;
 ``format_info`` / ``format_bestmove`` write replies. Knows nothing of threads, searches or networks:
-the engine (``alphazero.judge.uci``) reads commands, keeps the state and decides what they mean.
+the engine (``alphazero.serve.uci``) reads commands, keeps the state and decides what they mean.
 
 Grammar
 =======
 
 ``uci``, ``debug on|off``, ``isready``, ``setoption name <id> [value <x>]``, ``register`` (ignored),
-``ucinewgame``, ``position startpos|fen FEN [moves ...]``, ``go [limits]`` (``alphazero.judge.uci_limits``),
+``ucinewgame``, ``position startpos|fen FEN [moves ...]``, ``go [limits]`` (``alphazero.serve.uci_limits``),
 ``stop``, ``ponderhit``, ``quit``. A line whose first token is unknown is searched for a known
 command further on, as the UCI spec asks ("joho debug on" is ``debug on``; ``ParsedLine.skipped``
 holds "joho"). A line with no known command, or a command with bad arguments, parses to no command
@@ -28,7 +28,7 @@ from typing import Any
 import chess
 
 from alphazero.board.encoding import board_from_fen
-from alphazero.judge.uci_limits import GoParams, parse_go
+from alphazero.serve.uci_limits import GoParams, parse_go
 
 # --------------------------------------------------------------------------------------------------
 # Commands

@@ -1,32 +1,13 @@
-"""UCI engine: ``alphazero uci --checkpoint PATH | --player SPEC`` on stdin/stdout.
+"""The searchers a UCI engine serves: each turns a position and the limits of one ``go`` into a ``bestmove``.
 
-Owns the engine's state and threads: the command loop, the current position, the settings, the one
-search thread, and the searchers that turn a position and its limits into a ``bestmove``. The
-grammar, the option tables' format and the replies' text live in ``alphazero.judge.uci_protocol``; the
-``go`` arguments and stop rules in ``alphazero.judge.uci_limits`` (both testable without threads).
-
-``run_uci(path)`` serves a network (a network file, or a run directory meaning its current best)
-with the tree search; ``run_uci_player(spec)`` serves any player spec of ``alphazero.judge.players``
-(``ab:...`` with iterative deepening and ``info`` lines, any other through ``choose_moves``).
-``UCIEngine`` does the work on any pair of text streams, so tests (and other programs) can drive
-it in-process too.
-
-Commands
-========
-
-``uci``, ``debug on|off``, ``isready`` (answered at once, also while searching; see the alpha-beta
-caveat below), ``setoption``, ``register`` (ignored), ``ucinewgame`` (drops the search tree or the
-transposition table), ``position``, ``go``, ``stop``, ``ponderhit``, ``quit``. A line with no known
-command, or with bad arguments, is answered with ``info string <explanation>`` and otherwise
-ignored: a bad ``position`` keeps the previous position, a bad ``go`` starts no search (so it
-prints no ``bestmove``), and the engine keeps serving. ``go mate`` and ``searchmoves`` are not
-supported: an ``info string`` says so and the rest of the command is obeyed.
-
-Every ``go`` runs in a background thread, so ``stop``, ``isready``, ``ponderhit`` and ``quit`` are read
-while it searches (a second ``go`` meanwhile gets an ``info string``). With ``infinite`` or
-``ponder`` no ``bestmove`` is sent before ``stop`` (or ``ponderhit``), even when the search has
-nothing left to do. A position without legal moves gets ``info depth 0 score mate 0`` (or ``cp 0``
-for stalemate) and ``bestmove 0000``.
+Owns the contract between the command loop (``alphazero.serve.uci``) and a search: ``Job`` (one
+running search: its position, limits, settings, stop flag and output) and ``Searcher`` (an engine
+kind: its name, its option table, how it reads ``go`` limits, and its search), and the three kinds:
+``NetworkSearcher`` (a policy/value network with the tree search), ``AlphaBetaSearcher`` (an ``ab:``
+spec) and ``PlayerSearcher`` (any other player spec); ``make_searcher`` picks one for a spec. Knows
+nothing of the streams, the command grammar or the search thread: the loop owns those, hands a
+searcher a ``Job``, and prints what it returns. A search runs only in a position with legal moves
+(the loop answers the others itself).
 
 Options
 =======
@@ -51,10 +32,10 @@ Any other name gets an ``info string``.
 The network engine (``--checkpoint``): tree search
 ===================================================
 
-The thread calls ``MCTS.search`` on one ``GameTree`` in chunks of simulations sized to take about
-50 ms each and checks its limits and the stop flag between chunks (``Limits.reached``). Limits as in
-``alphazero.judge.uci_limits``; ``nodes`` counts new simulations (a reused subtree's earlier visits do not
-count), ``depth D`` maps to ``depth_to_nodes(D) = 2 ** (D + 3)`` simulations, a timed search always
+The search thread calls ``MCTS.search`` on one ``GameTree`` in chunks of simulations sized to take
+about 50 ms each and checks its limits and the stop flag between chunks (``Limits.reached``). Limits as
+in ``alphazero.serve.uci_limits``; ``nodes`` counts new simulations (a reused subtree's earlier visits do
+not count), ``depth D`` maps to ``depth_to_nodes(D) = 2 ** (D + 3)`` simulations, a timed search always
 runs at least ``MIN_SIMULATIONS`` simulations, and with no limit at all it runs ``Nodes``. The tree
 is capped at ``MAX_TREE_VISITS`` root visits (memory); an infinite search that reaches it idles until
 ``stop``.
@@ -80,7 +61,8 @@ plus moves, the subtree under those moves becomes the new root (``debug on`` rep
 
 ``AlphaBeta.search`` (compiled, iterative deepening) with ``go depth`` as its depth, ``go nodes`` as
 its node limit and the time budget as its move time (``depth``/``nodes``/``movetime`` of the spec
-apply to a ``go`` with no limit; ``hash`` sizes the table). Every completed iteration prints::
+apply to a ``go`` with no limit; ``hash`` sizes the table). An NNUE file named by the spec is read
+once, when the searcher is made. Every completed iteration prints::
 
     info depth D seldepth S score cp X|mate M nodes N nps R time T pv m1 m2 ...
 
@@ -105,12 +87,11 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import chess
 import numpy as np
@@ -118,64 +99,25 @@ import torch
 
 from alphazero import __version__
 from alphazero.board.game import terminal_status
+from alphazero.config import SearchConfig
 from alphazero.judge.players import resolve_network_path
-from alphazero.judge.uci_limits import (
-    MAX_NODES,
-    GoParams,
-    Limits,
-    depth_to_nodes,
-    parse_go,
-    time_budget,
-)
-from alphazero.judge.uci_protocol import (
-    Debug,
-    Go,
-    IsReady,
-    Option,
-    OptionTable,
-    PonderHit,
-    Position,
-    Quit,
-    Register,
-    SetOption,
-    Stop,
-    Uci,
-    UciNewGame,
-    format_bestmove,
-    format_info,
-    format_info_string,
-    format_score,
-    parse_line,
-    parse_position,
-)
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.search.mcts import (
     MCTS,
     GameTree,
     Node,
-    SearchConfig,
     principal_variation,
     value_to_centipawns,
 )
+from alphazero.serve.uci_limits import MAX_NODES, GoParams, Limits, depth_to_nodes
+from alphazero.serve.uci_protocol import Option, OptionTable, format_info, format_info_string, format_score
 
 if TYPE_CHECKING:
+    from alphazero.nets.nnue_file import QuantisedNNUE
     from alphazero.search.alphabeta import SearchInfo
 
-# The pure parts moved to uci_limits / uci_protocol; these names stay importable from here.
-__all__ = [
-    "GoParams",
-    "UCIEngine",
-    "depth_to_nodes",
-    "parse_go",
-    "parse_position",
-    "run_uci",
-    "run_uci_player",
-    "time_budget",
-]
-
 ENGINE_NAME = f"AlphaZero-chess {__version__}"
-ENGINE_AUTHOR = "the alphazero-chess authors"
 
 DEFAULT_NODES = 400
 DEFAULT_C_PUCT = SearchConfig().c_puct
@@ -282,212 +224,6 @@ class Searcher:
 
     def close(self) -> None:
         pass
-
-
-# --------------------------------------------------------------------------------------------------
-# The engine
-
-
-class UCIEngine:
-    """A UCI engine; ``run()`` serves commands from ``stdin`` until ``quit`` or EOF.
-
-    ``searcher`` is a ``Searcher`` (``PlayerSearcher``, ``AlphaBetaSearcher``, ``NetworkSearcher``), a
-    ``PolicyValueNet``, or a path for ``resolve_network_path`` (a network file or a run directory):
-    the last two serve the network with the tree search. Every line written to ``stdout`` is flushed
-    at once; writes from the search thread and the command loop never interleave.
-    """
-
-    def __init__(
-        self,
-        searcher: Searcher | PolicyValueNet | str | os.PathLike,
-        stdin: IO[str] | None = None,
-        stdout: IO[str] | None = None,
-        device: str = "cpu",
-    ) -> None:
-        if not isinstance(searcher, Searcher):
-            searcher = NetworkSearcher(searcher, device=device)
-        self.searcher = searcher
-        self.stdin = stdin if stdin is not None else sys.stdin
-        self.stdout = stdout if stdout is not None else sys.stdout
-        self.settings = searcher.options.defaults()
-        self.debug = False
-        self.board = chess.Board()
-        self._lock = threading.Lock()  # board, job, thread
-        self._out_lock = threading.Lock()
-        self._job: Job | None = None
-        self._thread: threading.Thread | None = None
-        self._closed = False
-        self._handlers: dict[type, Callable[[Any], bool | None]] = {
-            Uci: self._on_uci,
-            Debug: self._on_debug,
-            IsReady: lambda command: self.send("readyok"),
-            SetOption: self._on_setoption,
-            Register: lambda command: None,
-            UciNewGame: self._on_ucinewgame,
-            Position: self._on_position,
-            Go: self._on_go,
-            Stop: self._on_stop,
-            PonderHit: self._on_ponderhit,
-            Quit: lambda command: False,
-        }
-
-    # -- I/O ------------------------------------------------------------------------------------
-
-    def send(self, line: str) -> None:
-        """Write one line and flush (a closed output ends the session quietly)."""
-        with self._out_lock:
-            if self._closed:
-                return
-            try:
-                self.stdout.write(line + "\n")
-                self.stdout.flush()
-            except (OSError, ValueError):
-                self._closed = True
-
-    def info_string(self, text: str) -> None:
-        self.send(format_info_string(text))
-
-    def run(self) -> int:
-        """Serve until ``quit`` or end of input; stops any search first. Returns the exit status (0)."""
-        try:
-            while not self._closed:
-                try:
-                    line = self.stdin.readline()
-                except (OSError, ValueError):
-                    break
-                if not line:
-                    break
-                if not self.handle(line):
-                    break
-            self._stop_and_join()
-        finally:
-            self.searcher.close()
-        return 0
-
-    def handle(self, line: str) -> bool:
-        """Execute one input line; ``False`` once the engine should exit (``quit``)."""
-        parsed = parse_line(line)
-        if parsed is None:
-            return True
-        if parsed.skipped and (parsed.command is not None or parsed.error is not None):
-            self.info_string(f"ignored unknown token(s) {' '.join(parsed.skipped)!r}")
-        if parsed.command is None:
-            self.info_string(parsed.error or "unknown command")
-            return True
-        try:
-            return self._handlers[type(parsed.command)](parsed.command) is not False
-        except Exception as error:  # a bug in one command must not end the session
-            word = type(parsed.command).__name__.lower()
-            self.info_string(f"error in {word!r}: {type(error).__name__}: {error}")
-            return True
-
-    # -- commands -------------------------------------------------------------------------------
-
-    def _on_uci(self, command: Uci) -> None:
-        self.send(f"id name {self.searcher.name}")
-        self.send(f"id author {ENGINE_AUTHOR}")
-        for line in self.searcher.options.declarations():
-            self.send(line)
-        self.send("uciok")
-
-    def _on_debug(self, command: Debug) -> None:
-        self.debug = command.on
-
-    def _on_setoption(self, command: SetOption) -> None:
-        try:
-            parsed = self.searcher.options.parse(command)
-        except ValueError as error:
-            self.info_string(f"setoption: {error}")
-            return
-        if parsed is not None:
-            setting, value = parsed
-            self.settings[setting] = value
-            self.searcher.apply(setting, value)
-
-    def _on_ucinewgame(self, command: UciNewGame) -> None:
-        with self._lock:
-            self.searcher.new_game()
-
-    def _on_position(self, command: Position) -> None:
-        with self._lock:
-            self.board = command.board
-
-    def _on_go(self, command: Go) -> None:
-        params = command.params
-        start = time.monotonic()
-        with self._lock:
-            job, thread = self._job, self._thread
-        if job is not None and job.stop.is_set() and thread is not None:
-            thread.join(timeout=30)  # told to stop, about to print its bestmove: let it finish first
-        with self._lock:
-            if self._job is not None:
-                self.info_string("go: a search is already running (send stop first); ignored")
-                return
-            board = self.board.copy()
-            settings = dict(self.settings)
-            limits = self.searcher.make_limits(params, board.turn, settings, start)
-            job = Job(board=board, limits=limits, settings=settings, start=start, send=self.send, debug=self.debug)
-            notes = self.searcher.prepare(job)
-            self._job = job
-        if params.mate is not None:
-            self.info_string("go mate is not supported; searching with the other limits")
-        if params.searchmoves:
-            self.info_string("go searchmoves is not supported; searching all moves")
-        if self.debug:
-            for note in notes:
-                self.info_string(note)
-            budget = None if limits.deadline is None else round((limits.deadline - start) * 1000)
-            self.info_string(f"search plan: depth {limits.depth} nodes {limits.nodes} time budget ms {budget} "
-                             f"infinite {limits.infinite} ponder {limits.ponder}")
-        thread = threading.Thread(target=self._search_thread, args=(job,), name="uci-search", daemon=True)
-        self._thread = thread
-        thread.start()
-
-    def _on_stop(self, command: Stop) -> None:
-        with self._lock:
-            job = self._job
-        if job is not None:
-            job.stop.set()
-
-    def _on_ponderhit(self, command: PonderHit) -> None:
-        with self._lock:
-            job = self._job
-        if job is not None:
-            job.ponderhit(time.monotonic())
-
-    # -- search ---------------------------------------------------------------------------------
-
-    def _stop_and_join(self) -> None:
-        with self._lock:
-            job, thread = self._job, self._thread
-        if job is not None:
-            job.stop.set()
-        if thread is not None:
-            thread.join(timeout=30)
-
-    def _search_thread(self, job: Job) -> None:
-        lines: list[str] = []
-        move: chess.Move | None = None
-        ponder: chess.Move | None = None
-        try:
-            if not any(job.board.legal_moves):
-                job.wait_for_release()
-                lines = [format_info(depth=0, score="mate 0" if job.board.is_check() else "cp 0")]
-            else:
-                move, ponder, lines = self.searcher.search(job)
-        except Exception as error:  # never leave the GUI without a bestmove
-            lines = [format_info_string(f"search failed: {type(error).__name__}: {error}")]
-            moves = list(job.board.legal_moves)
-            move, ponder = (moves[0] if moves else None), None
-            job.wait_for_release()
-        with self._lock:
-            try:
-                self.searcher.finish(job)
-            finally:
-                self._job = None
-        lines.append(format_bestmove(move, ponder))
-        for line in lines:
-            self.send(line)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -704,6 +440,9 @@ class AlphaBetaSearcher(Searcher):
         self.spec = spec.strip()
         self.name = f"{ENGINE_NAME} {self.spec}"
         self.eval_name: str = kwargs["eval_name"]
+        # the NNUE the spec names, read once (parse_ab_spec loaded and checked it): a Hash change
+        # rebuilds the search from it, never from the file, which may have changed or gone since
+        self.evaluation: str | QuantisedNNUE = kwargs["nnue"] if kwargs["nnue"] is not None else self.eval_name
         self.depth: int | None = kwargs["depth"]
         self.nodes: int | None = kwargs["nodes"]
         self.movetime_ms: float | None = kwargs["movetime_ms"]
@@ -713,7 +452,7 @@ class AlphaBetaSearcher(Searcher):
         self.hash_mb = float(kwargs["hash_mb"])
         self.options = OptionTable([replace(HASH, default=max(1, round(self.hash_mb))), MOVE_OVERHEAD, PONDER],
                                    ignored=AB_OPTIONS.ignored)
-        self.alphabeta = AlphaBeta(self.eval_name, tt_mb=self.hash_mb)
+        self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb)
         self._table_mb = self.hash_mb
         self._clear = False
 
@@ -728,7 +467,7 @@ class AlphaBetaSearcher(Searcher):
         if self.hash_mb != self._table_mb:
             from alphazero.search.alphabeta import AlphaBeta
 
-            self.alphabeta = AlphaBeta(self.eval_name, tt_mb=self.hash_mb)
+            self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb)
             self._table_mb = self.hash_mb
             self._clear = False
         elif self._clear:
@@ -812,7 +551,7 @@ class PlayerSearcher(Searcher):
 
 
 # --------------------------------------------------------------------------------------------------
-# Entry points
+# A searcher for a spec
 
 
 def make_searcher(spec: str, device: str = "cpu") -> Searcher:
@@ -824,31 +563,3 @@ def make_searcher(spec: str, device: str = "cpu") -> Searcher:
 
     return PlayerSearcher(make_player(spec, device=device), spec)
 
-
-def run_uci(
-    checkpoint_path: str,
-    stdin: IO[str] | None = None,
-    stdout: IO[str] | None = None,
-    device: str = "cpu",
-) -> int:
-    """Load the network at ``checkpoint_path`` (file or run directory) and serve UCI; the exit status.
-
-    A missing or unreadable network raises ``InputError`` (or ``RunStateError`` for a directory that
-    holds no run) before anything is served.
-    """
-    net = load_network(resolve_network_path(checkpoint_path))
-    return UCIEngine(net, stdin, stdout, device=device).run()
-
-
-def run_uci_player(
-    spec: str,
-    stdin: IO[str] | None = None,
-    stdout: IO[str] | None = None,
-    device: str = "cpu",
-) -> int:
-    """Serve the player ``spec`` (``alphazero.judge.players``) over UCI; the exit status.
-
-    A bad spec (or a player that cannot start) raises ``InputError`` before anything is served.
-    """
-    searcher = make_searcher(spec, device=device)
-    return UCIEngine(searcher, stdin, stdout, device=device).run()
