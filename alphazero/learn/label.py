@@ -55,7 +55,7 @@ import chess
 import chess.engine
 import numpy as np
 
-from alphazero.board.game import terminal_status
+from alphazero.board.game import legal_move, terminal_status
 from alphazero.errors import InputError
 from alphazero.judge.arena import Opening, book_openings
 from alphazero.judge.players import UCIPlayer, parse_uci_spec
@@ -250,10 +250,8 @@ class Labeller:
         pv = info.get("pv") or []
         text = pv[0] if pv else bestmove
         try:
-            best = chess.Move.from_uci(text)
+            best = legal_move(board, text)
         except ValueError:
-            best = None
-        if not best or best not in board.legal_moves:
             return Labelled(fen, None, f"engine gave no legal best move ({text or None})")
         cp = str(info["cp"]) if "cp" in info else ""
         mate = str(info["mate"]) if "mate" in info else ""
