@@ -49,6 +49,7 @@ from alphazero.errors import InputError
 from alphazero.fileio import atomic_write, atomic_write_text
 from alphazero.learn.nnue_data import Dataset, FeatureRows, PQRData, load_data
 from alphazero.learn.positions import split_held_out
+from alphazero.nets.network import safe_torch_load
 from alphazero.nets.nnue import SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
 
 STATE_FORMAT_VERSION = 1
@@ -306,10 +307,9 @@ def write_state(path: Path, state: dict[str, Any]) -> None:
 
 def read_state(path: Path) -> dict[str, Any]:
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a torn or foreign file: say which and how to go on
-        raise InputError(f"{path}: unreadable training state ({type(error).__name__}: {error}); "
-                         "remove it or pass --restart") from None
+        state = safe_torch_load(path)
+    except InputError as error:  # a torn or foreign file: say which and how to go on
+        raise InputError(f"{error}; remove it or pass --restart") from None
     if not isinstance(state, dict) or state.get("format_version") != STATE_FORMAT_VERSION:
         raise InputError(f"{path}: not a training state of format {STATE_FORMAT_VERSION}; remove it or pass --restart")
     return state
