@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence, TextIO
 import numpy as np
 
 from alphazero.errors import InputError
+from alphazero.fileio import output_file
 from alphazero.judge.arena import (
     GameResult,
     MatchOutcome,
@@ -147,6 +148,8 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
         raise InputError(f"--max-plies must be positive, got {max_plies}")
     if parallelism < 1:
         raise InputError(f"--workers must be positive, got {parallelism}")
+    if pgn_path is not None:
+        output_file(pgn_path, "--pgn")  # before any game: a long match must not end with nowhere to go
     pairs = games // 2
     openings = match_openings(pairs, openings_path, opening_plies, seed)
     with contextlib.ExitStack() as stack:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from alphazero.errors import InputError
-from alphazero.fileio import append_jsonl, read_jsonl
+from alphazero.fileio import append_jsonl, output_file, read_jsonl
 from alphazero.judge.elo import fit_ratings, format_ratings_table
 from alphazero.judge.match import ChunkRunner, run_arena
 
@@ -61,6 +61,8 @@ def run_tournament(specs: Sequence[str], games: int, out: str | Path | None = No
         raise InputError("a tournament needs at least two different player specs")
     if anchor is not None and anchor.strip() not in specs:
         raise InputError(f"--anchor {anchor!r} is not one of the players")
+    if out is not None:
+        output_file(out, "--out")
     done = read_results(out) if out is not None else {}
     matches = []
     for number, (a, b) in enumerate(itertools.combinations(specs, 2)):

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from alphazero.errors import InputError
-from alphazero.fileio import atomic_write, atomic_write_text
+from alphazero.fileio import atomic_write, atomic_write_text, output_file
 from alphazero.learn.nnue_data import Dataset, FeatureRows, PQRData, load_data
 from alphazero.learn.positions import split_held_out
 from alphazero.nets.network import safe_torch_load
@@ -120,6 +120,11 @@ def _check_numbers(options: TrainOptions) -> None:
         problems.append("--data: give at least one data file")
     if problems:
         raise InputError("; ".join(problems))
+    # Before the data is read and trained on: the net, its training state and the cache have somewhere to go.
+    output_file(options.out, "--out")
+    output_file(train_dir(options.out) / "state.pt", "--out's training state")
+    if options.cache_dir is not None and Path(options.cache_dir).exists() and not Path(options.cache_dir).is_dir():
+        raise InputError(f"--cache-dir {options.cache_dir} is not a directory")
 
 
 def resolve_config(options: TrainOptions) -> tuple[NNUEConfig, dict[str, np.ndarray] | None]:

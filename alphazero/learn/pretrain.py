@@ -44,7 +44,7 @@ from alphazero.board import encoding
 from alphazero.board.game import RESULT_VALUES
 from alphazero.config import NetworkConfig, RunConfig
 from alphazero.errors import ConfigError, InputError
-from alphazero.fileio import input_file, text_lines
+from alphazero.fileio import input_file, output_file, text_lines
 from alphazero.learn.positions import position_and_move, raise_bad, read_pgn_games, split_held_out
 from alphazero.learn.replay import Batch, material_targets
 from alphazero.learn.train import Learner
@@ -253,6 +253,7 @@ def pretrain(data_path: str | os.PathLike, config: RunConfig, out: str | os.Path
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     if epochs < 1:
         raise InputError(f"--epochs must be at least 1, got {epochs}")
+    output_file(out, "--out")
     seed = config.seed if seed is None else seed
     started = time.perf_counter()
     data = read_data(data_path, value_from)
