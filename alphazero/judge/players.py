@@ -225,7 +225,7 @@ def parse_uci_spec(spec: str) -> tuple[str, dict[str, str], chess.engine.Limit]:
     spec = spec.strip()
     kind, _, rest = spec.partition(":")
     if kind.lower() != "uci":
-        raise InputError(f"engine spec {spec!r}: expected uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS")
+        raise InputError(f"spec {spec!r}: expected uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS")
     command, _, query = rest.partition("?")
     if not command:
         raise InputError(f"player spec {spec!r}: missing engine command (uci:COMMAND)")

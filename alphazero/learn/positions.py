@@ -179,7 +179,8 @@ def parse_position_line(text: str) -> chess.Board:
     """A full FEN or an EPD line -> a valid board; ``ValueError`` saying what is wrong."""
     fields = text.split()
     if len(fields) < 4:
-        raise ValueError(f"not a FEN or EPD: {text!r}")
+        shown = text if len(text) <= 80 else text[:77] + "..."  # a binary file's "line" may be long
+        raise ValueError(f"not a FEN or EPD: {shown!r}")
     if len(fields) >= 6 and fields[4].isdigit() and fields[5].isdigit():
         return board_from_fen(" ".join(fields[:6]))
     try:
