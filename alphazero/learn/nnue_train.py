@@ -211,17 +211,18 @@ def evaluate(net: NNUENet, data: Dataset, loss: str, wdl_lambda: float, batch_si
     return metrics
 
 
-def keep_trainable(data: Dataset, loss: str, keep_noisy: bool = True) -> Dataset:
+def keep_trainable(data: Dataset, loss: str, keep_noisy: bool = True) -> tuple[Dataset, dict[str, int]]:
     """The positions that have a target under ``loss`` (all PQR triples), without the noisy ones
     (in check, or a capture or promotion to follow) unless ``keep_noisy``: the evaluation scores
-    the quiet leaves of a quiescence search, and a noisy position's score is about its tactic."""
+    the quiet leaves of a quiescence search, and a noisy position's score is about its tactic.
+    Also how many were dropped, by reason: ``without a target`` and ``noisy`` (noisy ones with a target)."""
     if isinstance(data, PQRData):
-        return data
+        return data, {}
     has_score = ~np.isnan(data.score_cp)
-    keep = has_score if loss == "score" else has_score | ~np.isnan(data.result)
-    if not keep_noisy:
-        keep &= ~data.noisy
-    return data if keep.all() else data.subset(np.flatnonzero(keep))
+    has_target = has_score if loss == "score" else has_score | ~np.isnan(data.result)
+    keep = has_target if keep_noisy else has_target & ~data.noisy
+    dropped = {"without a target": int((~has_target).sum()), "noisy": int((has_target & ~keep).sum())}
+    return (data if keep.all() else data.subset(np.flatnonzero(keep))), dropped
 
 
 class Trainer:
@@ -375,7 +376,7 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     data, sources, write_caches = load_data(options.data, parse_features(config.features), cache_dir, what,
                                             options.seed, log, mirror=options.mirror)
     total = data.num_positions
-    data = keep_trainable(data, options.loss, options.keep_noisy)
+    data, dropped = keep_trainable(data, options.loss, options.keep_noisy)
     log(f"nnue data: {data.num_positions} of {total} positions trainable"
         + ("" if options.keep_noisy else " (quiet positions only; --keep-noisy keeps the others)"))
     if data.num_positions == 0:
@@ -402,7 +403,7 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     kind = "triples" if what == "pqr" else "positions"
     log(f"nnue train: {config.describe()}, {config.arch}; {total} {kind} ({data.kind}), {train_data.num_positions} train, "
         f"{held_data.num_positions if held_data else 0} held out"
-        + (f", {total - data.num_positions} without a target dropped" if total != data.num_positions else "")
+        + "".join(f", {count} {reason} dropped" for reason, count in dropped.items() if count)
         + f"; loss {options.loss}, batch {min(options.batch_size, train_data.num_positions)}, {options.threads} thread(s)")
     check = held_data if held_data is not None else train_data
     label = "held-out" if held_data is not None else "train"
