@@ -78,6 +78,14 @@ def test_tiny_network_against_random_writes_full_pgn(capsys, tmp_path) -> None:
     assert sum(report["terminations"].values()) == 4
 
 
+def test_pgn_games_are_in_round_order_though_they_end_in_any_order(capsys, tmp_path) -> None:
+    pgn = tmp_path / "games.pgn"
+    _arena(capsys, "greedy", "random", "--games", "8", "--max-plies", "80", "--seed", "3", "--pgn", str(pgn))
+    with open(pgn) as handle:  # file order, not sorted
+        rounds = [int(game.headers["Round"]) for game in iter(lambda: chess.pgn.read_game(handle), None)]
+    assert rounds == list(range(1, 9))
+
+
 def test_max_length_is_a_draw_reported_as_such(capsys) -> None:
     report = _arena(capsys, "random", "random", "--games", "6", "--max-plies", "6")
     assert report["draws"] == 6 and report["terminations"] == {"max length": 6}
