@@ -131,13 +131,14 @@ def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
         raise _named(error, path) from error
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every complete JSON line of ``path`` (none if it does not exist); torn lines are skipped."""
+def read_jsonl(path: str | os.PathLike, what: str = "JSON-lines file") -> list[dict[str, Any]]:
+    """Every complete JSON line of ``path`` (none if it does not exist); torn lines are skipped. A file that is
+    not text (``append_jsonl`` writes ASCII) raises ``InputError`` naming it as the ``what`` it should be."""
     path = Path(path)
     if not path.is_file():
         return []
     records = []
-    for line in path.read_text().splitlines():
+    for line in text_lines(path, what):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:

@@ -35,7 +35,7 @@ def read_results(path: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]
     done: dict[tuple[str, str, int], dict[str, Any]] = {}
     if not Path(path).exists():
         return done
-    for record in read_jsonl(path):
+    for record in read_jsonl(path, "tournament file (--out)"):
         if record.get("format_version", 0) > TOURNAMENT_FORMAT_VERSION:
             raise InputError(f"{path}: written by a newer version (format_version {record['format_version']})")
         try:
