@@ -108,6 +108,11 @@ def text_lines(path: str | os.PathLike, what: str = "input file") -> Generator[s
                                  f"UTF-8); the {what} must be text") from None
 
 
+def read_text(path: str | os.PathLike, what: str = "input file") -> str:
+    """The whole UTF-8 text of ``path``, checked as ``text_lines`` checks it (``InputError`` naming the line)."""
+    return "".join(text_lines(path, what))
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
