@@ -104,7 +104,7 @@ def text_lines(path: str | os.PathLike, what: str = "input file") -> Generator[s
             try:
                 yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as error:
-                raise InputError(f"{os.fspath(path)}:{number}: not a text file (byte 0x{raw[error.start]:02x} is not "
+                raise InputError(f"{os.fspath(path)}:{number}: not a text file (byte 0x{error.object[error.start]:02x} is not "
                                  f"UTF-8); the {what} must be text") from None
 
 

@@ -134,6 +134,9 @@ def test_text_lines_name_the_line_that_is_not_text_and_inputs_must_be_files(tmp_
     assert [next(lines), next(lines)] == ["fen,best_uci\r\n", "x,é\n"]
     with pytest.raises(InputError, match=f"{path}:3: not a text file .*0x89.*the puzzle file must be text"):
         next(lines)
+    path.write_bytes(b"\xef\xbb\xbfab\xff\n")  # after a byte-order mark the bad byte is still the one named
+    with pytest.raises(InputError, match="data.csv:1: not a text file .byte 0xff"):
+        list(text_lines(path))
     with pytest.raises(InputError, match="opening file .* does not exist"):
         input_file(tmp_path / "none.epd", "opening file")
     with pytest.raises(InputError, match="opening file .* is a directory"):
