@@ -39,7 +39,7 @@ import yaml
 
 from alphazero.config import ConfigError, RunConfig, config_from_dict, config_to_dict, saved_config
 from alphazero.errors import InputError, RunStateError
-from alphazero.fileio import DirectoryLock, append_jsonl, atomic_write_text, read_jsonl
+from alphazero.fileio import DirectoryLock, append_jsonl, atomic_write_text, read_jsonl, read_text
 
 __all__ = ["ArenaRecord", "DirectoryLock", "PendingArena", "RunDirectory", "RunState", "append_jsonl",
            "atomic_write_text", "read_jsonl", "resume_conflicts"]
@@ -187,10 +187,10 @@ class RunDirectory:
         atomic_write_text(self.config_path, yaml.safe_dump(config_to_dict(config), sort_keys=False))
 
     def read_config(self) -> RunConfig:
+        if not self.config_path.is_file():
+            raise RunStateError(f"{self.config_path}: missing; is {self.path} a run directory?")
         try:
-            data = yaml.safe_load(self.config_path.read_text())
-        except FileNotFoundError:
-            raise RunStateError(f"{self.config_path}: missing; is {self.path} a run directory?") from None
+            data = yaml.safe_load(read_text(self.config_path, "run's config"))
         except yaml.YAMLError as error:
             raise InputError(f"{self.config_path}: corrupt YAML: {error}") from None
         try:
@@ -204,7 +204,7 @@ class RunDirectory:
     def read_state(self) -> RunState:
         if not self.state_path.is_file():
             raise RunStateError(f"{self.state_path}: missing; is {self.path} a run directory?")
-        return RunState.from_json(self.state_path.read_text(), str(self.state_path))
+        return RunState.from_json(read_text(self.state_path, "run state"), str(self.state_path))
 
     def log_event(self, kind: str, **fields: Any) -> None:
         append_jsonl(self.events_path, {"time": time.time(), "event": kind, **fields})

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from alphazero.errors import ConfigError as ConfigError  # re-exported: raised and caught as alphazero.config.ConfigError
+from alphazero.fileio import read_text
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,7 @@ def load_config(path: str | os.PathLike | None, overrides: Sequence[str] = ()) -
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(read_text(path, "config file")) or {}
         except yaml.YAMLError as error:
             raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
         if not isinstance(data, dict):

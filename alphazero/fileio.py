@@ -1,4 +1,5 @@
-"""Writes that matter: atomic replacement, appended JSON lines, and the lock of a directory's writer.
+"""Writes that matter: atomic replacement, appended JSON lines, and the lock of a directory's writer; and
+the checks on the files a user names (an input that is a file of text, an output that can be written).
 
 Every file the project writes (replay shards, checkpoints, state, plots, PGN) goes through
 ``atomic_write``: a temp file in the same directory, fsync, rename. A kill at any moment leaves the
@@ -7,8 +8,11 @@ previous version. A write that fails (a full disk, an I/O error, a read-only mou
 that says which file and why; the temp file is removed and the previous version stays.
 
 ``DirectoryLock`` is the one-writer rule: an exclusive ``flock`` held for the life of the process,
-released by the kernel when the process dies (a SIGKILL leaves no stale lock). This module knows
-nothing of runs or torch.
+released by the kernel when the process dies (a SIGKILL leaves no stale lock).
+
+``input_file`` and ``text_lines`` read what a user hands in: a path that is not a file, or text that
+is not UTF-8 (a binary file given where text was meant), raises ``InputError`` naming the file and the
+line, as ``output_file`` does for an output path. This module knows nothing of runs or torch.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import os
 import socket
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Generator
 
 from alphazero.errors import InputError, RunStateError
 
@@ -79,6 +83,36 @@ def output_file(path: str | os.PathLike, what: str = "output") -> Path:
     return resolved
 
 
+def input_file(path: str | os.PathLike, what: str = "input file") -> Path:
+    """``path`` as a file to read, checked: it exists and is not a directory. Raises ``InputError`` naming
+    ``what`` (e.g. ``opening file``)."""
+    resolved = Path(path)
+    if resolved.is_dir():
+        raise InputError(f"{what} {os.fspath(path)} is a directory; give a file")
+    if not resolved.is_file():
+        raise InputError(f"{what} {os.fspath(path)} does not exist")
+    return resolved
+
+
+def text_lines(path: str | os.PathLike, what: str = "input file") -> Generator[str, None, None]:
+    """The lines of the UTF-8 text file ``path``, line ends kept (so ``csv.reader`` may read them, as from a
+    file opened with ``newline=""``). A line that is not UTF-8 raises ``InputError`` naming the file and
+    the line (a binary file given as text stops at its first line, not with a ``UnicodeDecodeError``). A
+    byte-order mark before the first line (a CSV saved by a spreadsheet) is dropped."""
+    with open(input_file(path, what), "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(f"{os.fspath(path)}:{number}: not a text file (byte 0x{error.object[error.start]:02x} is not "
+                                 f"UTF-8); the {what} must be text") from None
+
+
+def read_text(path: str | os.PathLike, what: str = "input file") -> str:
+    """The whole UTF-8 text of ``path``, checked as ``text_lines`` checks it (``InputError`` naming the line)."""
+    return "".join(text_lines(path, what))
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
@@ -102,13 +136,14 @@ def append_jsonl(path: str | os.PathLike, record: dict[str, Any]) -> None:
         raise _named(error, path) from error
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every complete JSON line of ``path`` (none if it does not exist); torn lines are skipped."""
+def read_jsonl(path: str | os.PathLike, what: str = "JSON-lines file") -> list[dict[str, Any]]:
+    """Every complete JSON line of ``path`` (none if it does not exist); torn lines are skipped. A file that is
+    not text (``append_jsonl`` writes ASCII) raises ``InputError`` naming it as the ``what`` it should be."""
     path = Path(path)
     if not path.is_file():
         return []
     records = []
-    for line in path.read_text().splitlines():
+    for line in text_lines(path, what):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:

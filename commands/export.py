@@ -19,10 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from alphazero.fileio import output_file
     from alphazero.judge.players import resolve_network_path
     from alphazero.nets.inference import save_onnx
     from alphazero.nets.network import load_network
 
+    output_file(args.out, "--out")
     path = resolve_network_path(args.onnx)
     metadata = save_onnx(load_network(path), args.out, source=str(path))
     print(f"wrote {args.out}: ONNX of network {metadata['network']} ({path}); planes uint8 [B, 24, 8, 8] -> "

@@ -1,10 +1,11 @@
-"""``alphazero label``: label positions with a UCI engine (``alphazero.learn.label``); with
+"""``alphazero label``: label positions with a UCI engine, the ``--labeller`` (``alphazero.learn.label``); with
 ``--workers K`` one engine per Ray actor (``workers.label``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 
@@ -16,8 +17,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     label.add_argument("positions", metavar="POSITIONS",
                        help="a run directory (its replay games), a .pgn file (every position), a .csv with a fen "
                             "column, or an EPD / one-FEN-per-line file")
-    label.add_argument("--engine", required=True, metavar="SPEC",
-                       help='uci:COMMAND?Option Name=value&depth=D&nodes=N&movetime=MS, e.g. "uci:/usr/games/stockfish?depth=12"')
+    labeller = label.add_mutually_exclusive_group(required=True)
+    labeller.add_argument("--labeller", metavar="SPEC",
+                          help='the UCI engine that labels: uci:COMMAND?Option Name=value&depth=D&nodes=N&movetime=MS, '
+                               'e.g. "uci:/usr/games/stockfish?depth=12"')
+    labeller.add_argument("--engine", help=argparse.SUPPRESS)  # the old name of --labeller, refused by name in run()
     label.add_argument("--out", required=True, metavar="FILE.csv", help="label file (appended to; created if missing)")
     label.add_argument("--workers", type=int, default=1, help="K > 1: K engines as actors on a private local Ray")
     label.add_argument("--limit", type=int, default=None, metavar="N",
@@ -36,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from alphazero.errors import InputError
     from alphazero.learn.label import run_label
 
+    if args.engine is not None:
+        raise InputError(f"--engine is now --labeller: --labeller {shlex.quote(args.engine)}")
     if args.workers < 1:
         raise InputError(f"--workers must be at least 1, got {args.workers}")
     runner = None
@@ -46,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
         runner = functools.partial(label_on_ray, workers=args.workers)
     try:
-        summary = run_label(args.positions, args.engine, args.out, limit=args.limit, runner=runner,
+        summary = run_label(args.positions, args.labeller, args.out, limit=args.limit, runner=runner,
                             progress=sys.stderr.isatty(), minutes=args.minutes, random_moves=args.random_moves,
                             seed=args.seed)
     except KeyboardInterrupt:

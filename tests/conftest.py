@@ -8,5 +8,23 @@ and for every subprocess the tests start.
 
 import os
 
+import pytest
+
 os.environ["RAY_AUTH_MODE"] = "disabled"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+
+@pytest.fixture()
+def one_line_error(capsys):
+    """``one_line_error(*argv)`` runs ``alphazero ARGV`` in this process, asserts that it exits with status 2
+    and prints exactly one line, ``alphazero CMD: error: ...``, on stderr (no traceback), and returns it."""
+    from commands.main import main
+
+    def run(*argv: str) -> str:
+        code = main(list(argv))
+        captured = capsys.readouterr()
+        lines = captured.err.splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"alphazero {argv[0]}: error: "), captured
+        return lines[0]
+
+    return run

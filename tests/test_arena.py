@@ -78,6 +78,14 @@ def test_tiny_network_against_random_writes_full_pgn(capsys, tmp_path) -> None:
     assert sum(report["terminations"].values()) == 4
 
 
+def test_pgn_games_are_in_round_order_though_they_end_in_any_order(capsys, tmp_path) -> None:
+    pgn = tmp_path / "games.pgn"
+    _arena(capsys, "greedy", "random", "--games", "8", "--max-plies", "80", "--seed", "3", "--pgn", str(pgn))
+    with open(pgn) as handle:  # file order, not sorted
+        rounds = [int(game.headers["Round"]) for game in iter(lambda: chess.pgn.read_game(handle), None)]
+    assert rounds == list(range(1, 9))
+
+
 def test_max_length_is_a_draw_reported_as_such(capsys) -> None:
     report = _arena(capsys, "random", "random", "--games", "6", "--max-plies", "6")
     assert report["draws"] == 6 and report["terminations"] == {"max length": 6}
@@ -130,6 +138,22 @@ def test_bad_opening_file_names_the_line(capsys, tmp_path) -> None:
     assert "even" in capsys.readouterr().err
     assert main(["arena", "greedy", "random", "--games", "2", "--sprt", "50"]) == 2
     assert "ELO0,ELO1" in capsys.readouterr().err
+
+
+def test_an_opening_file_counts_every_line_and_refuses_binary_files_in_one_line(one_line_error, tmp_path) -> None:
+    epd = tmp_path / "openings.epd"
+    epd.write_text("# openings\n\nrnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -\nnot a position at all\n")
+    assert f"{epd}:4: not a FEN/EPD position" in one_line_error("arena", "greedy", "random", "--games", "2",
+                                                                 "--openings", str(epd))
+    image = tmp_path / "logo.png"  # a binary file given as openings
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    assert f"{image}:1: not a text file" in one_line_error("arena", "greedy", "random", "--games", "2",
+                                                            "--openings", str(image))
+    book = tmp_path / "book.bin"  # not a polyglot book: entries are 16 bytes
+    book.write_bytes(bytes(17))
+    message = one_line_error("arena", "greedy", "random", "--games", "2", "--openings", str(book))
+    assert f"opening book {book} is not a polyglot book" in message and "PosixPath" not in message
+    assert "is a directory" in one_line_error("arena", "greedy", "random", "--games", "2", "--openings", str(tmp_path))
 
 
 def test_sprt_stops_a_lopsided_match_early(capsys, tmp_path) -> None:

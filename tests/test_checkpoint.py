@@ -92,6 +92,16 @@ def test_missing_run_state_names_the_file(tmp_path):
     assert str(run.state_path) in str(error.value)
 
 
+def test_a_binary_run_file_and_a_file_given_as_a_run_are_named(tmp_path):
+    run = RunDirectory(tmp_path)
+    for path, read in ((run.state_path, run.read_state), (run.config_path, run.read_config)):
+        path.write_bytes(b"\x89PNG\r\n\x1a\n")
+        with pytest.raises(InputError, match=f"{path}:1: not a text file"):
+            read()
+    with pytest.raises(RunStateError, match="missing; is .* a run directory"):
+        RunDirectory(run.state_path).read_config()  # was a NotADirectoryError
+
+
 def test_config_round_trips_through_the_run_directory(tmp_path):
     run = RunDirectory(tmp_path)
     config = load_config(None, ["network.blocks=2", "train.lr_milestones=[100, 200]", "seed=7"])

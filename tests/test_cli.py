@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import chess
 import pytest
@@ -114,6 +115,31 @@ def test_a_users_error_exits_2_with_one_line(case, tmp_path, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"alphazero {argv[0]}: error: ") and fault in err[0], err
+
+
+ROOT = Path(__file__).resolve().parent.parent
+LABELS = "fen,score_cp,mate,best_uci,wdl_win,wdl_draw,wdl_loss\n6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1,,1,a1a8,1000,0,0\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["arena", "greedy", "random", "--games", "2", "--pgn", "OUT/"],
+    ["tournament", "greedy", "random", "--games", "2", "--out", "OUT"],
+    ["label", "DATA", "--labeller", "uci:/usr/games/stockfish?depth=1", "--out", "OUT/"],
+    ["nnue", "train", "--data", "DATA", "--out", "OUT", "--epochs", "1"],
+    ["pretrain", "DATA", "--config", str(ROOT / "configs/smoke.yaml"), "--out", "OUT/"],
+    ["export", "--onnx", str(ROOT / "docs/nets/default-1h.pt"), "--out", "OUT"],
+    ["ratings", "RUN", "--plot", "OUT"],
+], ids=lambda argv: argv[0])
+def test_an_output_that_is_a_directory_is_refused_before_any_work(argv, tmp_path, one_line_error) -> None:
+    """Checked first, so a long match or training never ends with nowhere to put its result."""
+    (tmp_path / "OUT").mkdir()
+    (tmp_path / "DATA").write_text(LABELS)
+    before = sorted(tmp_path.rglob("*"))
+    places = {"OUT": str(tmp_path / "OUT"), "OUT/": f"{tmp_path / 'OUT'}/", "DATA": str(tmp_path / "DATA"),
+              "RUN": str(tmp_path / "RUN")}
+    message = one_line_error(*(places.get(word, word) for word in argv))
+    assert "OUT" in message and "is a directory; give a file name" in message
+    assert sorted(tmp_path.rglob("*")) == before  # nothing read into a cache, trained, played or written
 
 
 def test_a_multi_line_message_is_printed_on_one_line(monkeypatch, capsys) -> None:

@@ -255,6 +255,12 @@ def test_invalid_yaml_is_named(tmp_path):
     assert str(path) in str(error.value)
 
 
+def test_a_binary_config_file_is_one_line(tmp_path, one_line_error):
+    path = tmp_path / "run.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert f"{path}:1: not a text file" in one_line_error("bench", "--config", str(path))
+
+
 def test_non_mapping_yaml_is_named(tmp_path):
     path = _write(tmp_path, "- seed\n- 1\n")
     with pytest.raises(ConfigError) as error:

@@ -11,6 +11,7 @@ from alphazero.judge.elo import (
     SPRT,
     MatchResult,
     PentanomialResult,
+    elo_text,
     elo_to_score,
     fit_ratings,
     format_ratings_table,
@@ -122,6 +123,16 @@ def test_perfect_and_zero_scores_have_an_exact_one_sided_bound(games: int) -> No
     assert "Elo >= " in str(pairs)
     # One draw is enough for the normal interval again.
     assert "[" in str(match_result(games - 1, 1, 0))
+
+
+def test_an_interval_end_past_the_clamp_reads_as_no_bound() -> None:
+    """3/1/0: the normal interval's upper end spills past a score of 1; it is no bound, not +2400."""
+    text = str(match_result(3, 1, 0))
+    assert "Elo +338.0 [+117.4, no upper bound] (95%)" in text and "2400" not in text
+    assert "Elo -338.0 [no lower bound, -117.4] (95%)" in str(match_result(0, 1, 3))
+    won = match_result(4, 0, 0)  # the training's status line: the bound, not the clamped estimate
+    assert elo_text(won.elo, won.elo_low, won.elo_high, digits=0, interval=False) == "Elo >= -72"
+    assert elo_text(won.elo, won.elo_low, won.elo_high, digits=0) == "Elo >= -72 (95%; every game won: no upper bound)"
 
 
 def test_match_result_string_format() -> None:

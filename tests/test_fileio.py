@@ -21,8 +21,10 @@ from alphazero.fileio import (
     append_jsonl,
     atomic_write,
     atomic_write_text,
+    input_file,
     output_file,
     read_jsonl,
+    text_lines,
 )
 
 
@@ -123,3 +125,19 @@ def test_an_output_that_is_a_directory_is_refused_before_any_work(tmp_path: Path
     with pytest.raises(InputError, match="is not a directory"):
         output_file(tmp_path / "file" / "x.pgn", "--pgn")
     assert output_file(tmp_path / "a" / "b" / "games.pgn") == tmp_path / "a" / "b" / "games.pgn"  # folders are made later
+
+
+def test_text_lines_name_the_line_that_is_not_text_and_inputs_must_be_files(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    path.write_bytes("\ufefffen,best_uci\r\nx,é\n".encode() + b"\x89PNG\n")  # a BOM, CRLF, UTF-8, then binary
+    lines = text_lines(path, "puzzle file")
+    assert [next(lines), next(lines)] == ["fen,best_uci\r\n", "x,é\n"]
+    with pytest.raises(InputError, match=f"{path}:3: not a text file .*0x89.*the puzzle file must be text"):
+        next(lines)
+    path.write_bytes(b"\xef\xbb\xbfab\xff\n")  # after a byte-order mark the bad byte is still the one named
+    with pytest.raises(InputError, match="data.csv:1: not a text file .byte 0xff"):
+        list(text_lines(path))
+    with pytest.raises(InputError, match="opening file .* does not exist"):
+        input_file(tmp_path / "none.epd", "opening file")
+    with pytest.raises(InputError, match="opening file .* is a directory"):
+        next(text_lines(tmp_path, "opening file"))

@@ -9,7 +9,7 @@ import chess
 import pytest
 
 from alphazero.board import encoding
-from alphazero.learn.label import COLUMNS, prepare_output
+from alphazero.learn.label import COLUMNS, existing_labels
 from alphazero.learn.positions import read_fens
 from commands.main import main
 
@@ -39,7 +39,7 @@ def test_label_epd_rows_bad_line_and_resume(tmp_path, capsys) -> None:
     positions = tmp_path / "positions.epd"
     positions.write_text("\n".join(EPD_LINES) + "\n")
     out = tmp_path / "labels.csv"
-    code, summary, err = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    code, summary, err = label(capsys, str(positions), "--labeller", STOCKFISH, "--out", str(out))
     assert code == 0
     assert f"{positions}:3:" in err and "illegal" in err  # named by file and line, and skipped
     assert summary["labelled"] == 3 and summary["bad_lines"] == 1 and summary["positions"] == 3
@@ -56,13 +56,13 @@ def test_label_epd_rows_bad_line_and_resume(tmp_path, capsys) -> None:
     assert abs(int(rows[0]["score_cp"])) < 150  # 1. e4 is about level, from Black's side
 
     before = out.read_text()
-    code, summary, _ = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    code, summary, _ = label(capsys, str(positions), "--labeller", STOCKFISH, "--out", str(out))
     assert code == 0 and summary["labelled"] == 0 and summary["already_labelled"] == 3
     assert out.read_text() == before
 
     # A kill in the middle of the last row: the torn row is cut off and labelled again.
     out.write_text(before[: before.rindex("\n", 0, len(before) - 1) + 12])
-    code, summary, _ = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    code, summary, _ = label(capsys, str(positions), "--labeller", STOCKFISH, "--out", str(out))
     assert code == 0 and summary["labelled"] == 1 and summary["already_labelled"] == 2
     assert [row["fen"] for row in read_rows(out)] == [row["fen"] for row in rows]
 
@@ -73,9 +73,9 @@ def test_label_pgn_every_position_once_and_limit(tmp_path, capsys) -> None:
                    '[Event "bad"]\n[Result "*"]\n\n1. e4 e5 2. Ke3 *\n\n'
                    '[Event "c"]\n[Result "1/2-1/2"]\n\n1. d4 d5 2. c4 1/2-1/2\n')
     out = tmp_path / "labels.csv"
-    code, summary, err = label(capsys, str(pgn), "--engine", STOCKFISH, "--out", str(out), "--limit", "5")
+    code, summary, err = label(capsys, str(pgn), "--labeller", STOCKFISH, "--out", str(out), "--limit", "5")
     assert code == 0 and summary["labelled"] == 5 and err == ""  # reading stopped before the bad game
-    code, summary, err = label(capsys, str(pgn), "--engine", STOCKFISH, "--out", str(out))
+    code, summary, err = label(capsys, str(pgn), "--labeller", STOCKFISH, "--out", str(out))
     assert f"{pgn}:9:" in err and "line 6" in err and "Ke3" in err
     # Game a: the 7 positions before its moves (its mate has nothing to label); game c: 3 new (start repeats).
     assert code == 0 and summary["positions"] == 10 and summary["labelled"] == 5 and summary["already_labelled"] == 5
@@ -127,7 +127,7 @@ def test_label_plays_games_from_a_book_and_resumes_with_new_games(tmp_path, caps
     """A book source: engine games whose every position is a row, the engine's move played except at
     the few random plies; a rerun appends positions of other games, never a position twice."""
     out = tmp_path / "games.csv"
-    code, summary, err = label(capsys, BOOK, "--engine", "uci:/usr/games/stockfish?depth=3", "--out", str(out),
+    code, summary, err = label(capsys, BOOK, "--labeller", "uci:/usr/games/stockfish?depth=3", "--out", str(out),
                                "--limit", "120", "--random-moves", "2")
     assert code == 0 and err == "" and summary["labelled"] == 120 and summary["games"] >= 1
     rows = read_rows(out)
@@ -141,7 +141,7 @@ def test_label_plays_games_from_a_book_and_resumes_with_new_games(tmp_path, caps
     assert other <= 2 * summary["games"]  # at most the random plies leave the engine's move
     assert other >= 1 and best > 5 * other
 
-    code, summary, err = label(capsys, BOOK, "--engine", "uci:/usr/games/stockfish?depth=3", "--out", str(out),
+    code, summary, err = label(capsys, BOOK, "--labeller", "uci:/usr/games/stockfish?depth=3", "--out", str(out),
                                "--limit", "40", "--random-moves", "2")
     assert code == 0 and summary["labelled"] == 40
     keys = [" ".join(row["fen"].split()[:4]) for row in read_rows(out)]
@@ -167,9 +167,9 @@ def test_a_played_game_ends_when_it_is_over_or_decided() -> None:
 
 
 def test_a_book_needs_a_limit_or_minutes_and_holds_no_positions(tmp_path, capsys) -> None:
-    code, _, err = label(capsys, BOOK, "--engine", STOCKFISH, "--out", str(tmp_path / "o.csv"))
+    code, _, err = label(capsys, BOOK, "--labeller", STOCKFISH, "--out", str(tmp_path / "o.csv"))
     assert code == 2 and "--limit" in err and "--minutes" in err
-    code, _, err = label(capsys, BOOK, "--engine", STOCKFISH, "--out", str(tmp_path / "o.csv"), "--limit", "5",
+    code, _, err = label(capsys, BOOK, "--labeller", STOCKFISH, "--out", str(tmp_path / "o.csv"), "--limit", "5",
                          "--random-moves", "25")
     assert code == 2 and "--random-moves" in err
     with pytest.raises(ValueError, match="book"):
@@ -178,7 +178,7 @@ def test_a_book_needs_a_limit_or_minutes_and_holds_no_positions(tmp_path, capsys
 
 def test_minutes_stops_handing_out_work(tmp_path, capsys) -> None:
     out = tmp_path / "o.csv"
-    code, summary, _ = label(capsys, BOOK, "--engine", STOCKFISH, "--out", str(out), "--minutes", "0.0001")
+    code, summary, _ = label(capsys, BOOK, "--labeller", STOCKFISH, "--out", str(out), "--minutes", "0.0001")
     assert code == 0 and summary["games"] == 0 and summary["labelled"] == 0
     assert out.read_text() == ",".join(COLUMNS) + "\n"
 
@@ -187,20 +187,38 @@ def test_a_foreign_output_file_is_refused(tmp_path, capsys) -> None:
     out = tmp_path / "notes.csv"
     out.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="not a label file"):
-        prepare_output(out)
+        existing_labels(out)
     positions = tmp_path / "p.epd"
     positions.write_text(MATE_IN_ONE + "\n")
-    code, _, err = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out))
+    code, _, err = label(capsys, str(positions), "--labeller", STOCKFISH, "--out", str(out))
     assert code == 2 and "notes.csv:1" in err and len(err.strip().splitlines()) == 1
     assert out.read_text() == "a,b\n1,2\n"
+    out.write_text("a,b\n1,2")  # no final newline: nothing is cut off a file that is not a label file
+    with pytest.raises(ValueError, match="not a label file"):
+        existing_labels(out)
+    assert out.read_text() == "a,b\n1,2"
+
+
+def test_a_file_with_no_position_is_an_error_and_writes_nothing(tmp_path, one_line_error) -> None:
+    positions, out = tmp_path / "notes.epd", tmp_path / "labels.csv"
+    positions.write_text("# nothing here is a position\nhello\n\nworld\n")
+    message = one_line_error("label", str(positions), "--labeller", STOCKFISH, "--out", str(out))
+    assert f"{positions}: no position could be read (2 bad lines, the first {positions}:2: " in message
+    assert not out.exists()
+
+
+def test_the_old_engine_option_names_the_labeller(tmp_path, one_line_error) -> None:
+    message = one_line_error("label", str(tmp_path / "p.epd"), "--engine", STOCKFISH, "--out", str(tmp_path / "o.csv"))
+    assert f"--engine is now --labeller: --labeller '{STOCKFISH}'" in message
+    assert not (tmp_path / "o.csv").exists()
 
 
 def test_a_bad_engine_exits_2(tmp_path, capsys) -> None:
     positions = tmp_path / "p.epd"
     positions.write_text(MATE_IN_ONE + "\n")
-    code, _, err = label(capsys, str(positions), "--engine", "uci:/no/such/engine?depth=3", "--out", str(tmp_path / "o.csv"))
+    code, _, err = label(capsys, str(positions), "--labeller", "uci:/no/such/engine?depth=3", "--out", str(tmp_path / "o.csv"))
     assert code == 2 and "/no/such/engine" in err
-    code, _, err = label(capsys, str(positions), "--engine", "uci:/usr/games/stockfish?Hashh=16", "--out", str(tmp_path / "o.csv"))
+    code, _, err = label(capsys, str(positions), "--labeller", "uci:/usr/games/stockfish?Hashh=16", "--out", str(tmp_path / "o.csv"))
     assert code == 2 and "Hashh" in err
 
 
@@ -210,7 +228,7 @@ def test_label_on_ray_workers(tmp_path, capsys) -> None:
     positions = tmp_path / "positions.epd"
     positions.write_text("\n".join(EPD_LINES) + "\n")
     out = tmp_path / "labels.csv"
-    code, summary, _ = label(capsys, str(positions), "--engine", STOCKFISH, "--out", str(out), "--workers", "2")
+    code, summary, _ = label(capsys, str(positions), "--labeller", STOCKFISH, "--out", str(out), "--workers", "2")
     assert code == 0 and summary["labelled"] == 3
     rows = read_rows(out)
     assert sorted(row["fen"].split()[:4] for row in rows) == sorted(
@@ -249,7 +267,7 @@ def test_an_engine_that_dies_fails_one_position_and_is_restarted(tmp_path, capsy
     after_d4 = "rnbqkbnr/pppppppp/8/8/3P4/8/PPP1PPPP/RNBQKBNR b KQkq - 0 1"
     positions.write_text(f"{AFTER_E4}\n{MATE_IN_ONE}\n{after_d4}\n")
     out = tmp_path / "labels.csv"
-    code, summary, err = label(capsys, str(positions), "--engine", f"uci:{sys.executable} {engine}?Hash=8&depth=2",
+    code, summary, err = label(capsys, str(positions), "--labeller", f"uci:{sys.executable} {engine}?Hash=8&depth=2",
                                "--out", str(out))
     assert code == 0 and summary["labelled"] == 2 and summary["failed"] == 1, err
     assert "6k1/5ppp" in err and "engine failed" in err and "exited" in err

@@ -151,6 +151,15 @@ def test_load_damaged_file_names_it(tmp_path, damage):
     assert str(path) in str(error.value)
 
 
+def test_a_corrupt_network_file_is_one_short_line(one_line_error, tmp_path):
+    """torch's refusal of a foreign file is a paragraph advising weights_only=False; the user gets one short line."""
+    path = tmp_path / "net.pt"
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    message = one_line_error("export", "--onnx", str(path), "--out", str(tmp_path / "net.onnx"))
+    assert f"{path}: not a torch file, or a damaged one" in message and len(message) < 150
+    assert "weights_only" not in message and not (tmp_path / "net.onnx").exists()
+
+
 def test_load_a_torch_file_that_is_not_a_network_names_it(tmp_path):
     path = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, path)

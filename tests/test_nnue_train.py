@@ -408,6 +408,7 @@ def test_noisy_positions_are_left_out_unless_kept(tmp_path, capsys) -> None:
     code, summary, text = nnue_train(capsys, *common, "--out", str(tmp_path / "quiet.npz"))
     assert code == 0, text
     assert summary["positions"] == 4 and summary["train_positions"] == 2  # the capture and the check left out
+    assert ", 2 noisy dropped;" in text and "without a target" not in text  # said as what they are
     code, summary, text = nnue_train(capsys, *common, "--out", str(tmp_path / "all.npz"), "--keep-noisy")
     assert code == 0, text
     assert summary["train_positions"] == 4

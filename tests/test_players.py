@@ -99,6 +99,20 @@ def test_bad_network_parameter_is_named(tiny_net) -> None:
     assert make_player(f"mcts:{tiny_net}").mcts.config.mate_in_one is True  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("query, key", [("sims=1&sims=2", "sims"), ("sims=1&nodes=2", "nodes"), ("cpuct=1&c_puct=2", "c_puct")])
+def test_a_repeated_network_parameter_is_named(tiny_net, query, key) -> None:
+    with pytest.raises(ValueError, match=f"{key} is given twice"):
+        make_player(f"mcts:{tiny_net}?{query}")
+
+
+@pytest.mark.parametrize("spec, key", [("ab:material?depth=3&depth=4", "depth"),
+                                       ("uci:/usr/games/stockfish?movetime=1&movetime=2", "movetime"),
+                                       ("uci:/usr/games/stockfish?Hash=16&hash=32", "hash")])
+def test_a_repeated_spec_key_is_one_line_naming_it(one_line_error, spec, key) -> None:
+    """Which of two values a player would take is a guess; the spec is refused before any game."""
+    assert f"{key} is given twice" in one_line_error("arena", spec, "random", "--games", "2")
+
+
 def test_run_directory_without_state_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(ValueError, match="state.json: missing"):
         make_player(f"mcts:{tmp_path}")

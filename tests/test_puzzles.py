@@ -65,3 +65,9 @@ def test_bad_puzzle_rows_and_specs_exit_2(capsys, tmp_path, puzzle_file) -> None
     assert "row 1" in capsys.readouterr().err
     assert main(["puzzles", str(puzzle_file), "--player", "stockfish"]) == 2
     assert "unknown kind 'stockfish'" in capsys.readouterr().err
+
+
+def test_a_binary_puzzle_file_is_one_line(one_line_error, tmp_path) -> None:
+    binary = tmp_path / "puzzles.csv"
+    binary.write_bytes("fen,best_uci\n".encode() + bytes([0xFF, 0xFE, 0x00, 0x41]) * 8)
+    assert f"{binary}:2: not a text file" in one_line_error("puzzles", str(binary), "--player", "random")

@@ -47,3 +47,10 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert main(["tournament", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_binary_results_file_is_one_line_and_left_alone(tmp_path, one_line_error):
+    out = tmp_path / "image.png"
+    out.write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert f"{out}:1: not a text file" in one_line_error("tournament", "random", "greedy", "--games", "2", "--out", str(out))
+    assert out.read_bytes() == b"\x89PNG\r\n\x1a\n"

@@ -51,7 +51,7 @@ from alphazero.config import RunConfig
 from alphazero.errors import UserError
 from alphazero.fileio import DirectoryLock, LockedError, atomic_write_text
 from alphazero.judge.arena import Opening, match_schedule
-from alphazero.judge.elo import match_result
+from alphazero.judge.elo import elo_text, match_result
 from alphazero.judge.plots import plot_arena_history
 from alphazero.learn.curves import Curves
 from alphazero.learn.pretrain import init_learner_state, load_init_network
@@ -585,7 +585,7 @@ class Driver:
                         {k: v for k, v in games_summary.items() if k not in ("games", "resign_playouts")})
         self.progress.message(
             f"[gen {record.generation}] arena {record.wins}-{record.draws}-{record.losses} score {record.score:.3f} "
-            f"Elo {record.elo:+.0f} [{record.elo_low:+.0f}, {record.elo_high:+.0f}] -> "
+            f"{elo_text(record.elo, record.elo_low, record.elo_high, digits=0)} -> "
             f"{'PROMOTED' if promoted else 'kept best'} gen-{state.best_generation:04d}")
         if promoted:
             self.pool.new_weights()
@@ -631,7 +631,8 @@ class Driver:
     def _status(self) -> str:
         state, config, losses = self.state, self.config, self.last_losses
         arena = state.arenas[-1] if state.arenas else None
-        arena_text = (f"{arena.wins}-{arena.draws}-{arena.losses} {arena.elo:+.0f} Elo {'promoted' if arena.promoted else 'kept'}"
+        arena_text = (f"{arena.wins}-{arena.draws}-{arena.losses} {elo_text(arena.elo, arena.elo_low, arena.elo_high, 0, False)} "
+                      f"{'promoted' if arena.promoted else 'kept'}"
                       if arena else "none yet")
         if state.pending_arena is not None:
             played = len(self.run.read_arena_games(state.pending_arena.generation))

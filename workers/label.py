@@ -22,8 +22,8 @@ IN_FLIGHT = 2  # tasks queued per actor: one running, one ready to start
 class LabelWorker:
     """A ``Labeller`` as an actor: one engine process for the actor's lifetime."""
 
-    def __init__(self, engine_spec: str) -> None:
-        self.labeller = Labeller(engine_spec)
+    def __init__(self, labeller_spec: str) -> None:
+        self.labeller = Labeller(labeller_spec)
 
     def run(self, task: Task) -> list[Labelled]:
         return self.labeller.run(task)
@@ -32,7 +32,7 @@ class LabelWorker:
         self.labeller.close()
 
 
-def label_on_ray(tasks: Iterator[Task], engine_spec: str, on_results: Callable[[list[Labelled]], None],
+def label_on_ray(tasks: Iterator[Task], labeller_spec: str, on_results: Callable[[list[Labelled]], None],
                  workers: int = 2, address: str | None = None) -> None:
     """Run ``tasks`` on ``workers`` actors of a private local Ray (or the cluster at ``address``).
 
@@ -43,7 +43,7 @@ def label_on_ray(tasks: Iterator[Task], engine_spec: str, on_results: Callable[[
     actors: list = []
     try:
         cls = ray.remote(num_cpus=1, max_restarts=0)(LabelWorker)
-        actors = [cls.remote(engine_spec) for _ in range(workers)]
+        actors = [cls.remote(labeller_spec) for _ in range(workers)]
         pending: dict = {}  # ref -> actor index
 
         def submit(index: int) -> None:

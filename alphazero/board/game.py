@@ -1,4 +1,4 @@
-"""python-chess glue: terminal detection, results as values, and games as PGN text.
+"""python-chess glue: terminal detection, results as values, games as PGN text, moves read from text.
 
 Used inside search, so it avoids python-chess's slow calls (``outcome(claim_draw=True)`` walks the
 whole move stack): draws are checked cheapest first and repetition only when the halfmove clock
@@ -62,6 +62,19 @@ def result_string(white_value: float) -> str:
     if white_value < 0:
         return "0-1"
     return "1/2-1/2"
+
+
+def legal_move(board: chess.Board, text: str, what: str = "move") -> chess.Move:
+    """``text``, a move in UCI notation (``e2e4``, ``e7e8q``), as a legal move of ``board``; ``ValueError``
+    naming ``what`` the text was (``best_uci``: a data file's best move) when it is not one. The one
+    reader of a best move from a file: puzzles, labels, supervised and NNUE data."""
+    try:
+        move = chess.Move.from_uci(text.strip())
+    except ValueError:
+        move = chess.Move.null()
+    if not move or move not in board.legal_moves:  # the null move (0000) is falsy
+        raise ValueError(f"{what} {text!r} is not a legal move in {board.fen()}")
+    return move
 
 
 def game_pgn(board: chess.Board, headers: dict[str, str], start_fen: str | None = None) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 
 from alphazero.board.game import MAX_LENGTH, game_pgn, result_string, terminal_status, white_score
 from alphazero.errors import InputError
+from alphazero.fileio import input_file, text_lines
 from alphazero.judge.players import Player
 
 
@@ -111,40 +112,20 @@ def random_openings(count: int, plies: int, seed: int = 0) -> list[Opening]:
 
 
 def book_openings(path: str | Path, count: int, plies: int = 8, seed: int = 0) -> list[Opening]:
-    """Openings from a polyglot book (weighted random walk of ``plies`` book moves) or an EPD/FEN file."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"opening file {path} does not exist")
+    """Openings from a polyglot book (weighted random walk of ``plies`` book moves) or an EPD/FEN file.
+
+    An EPD/FEN file holds one position a line; blank lines and lines starting with ``#`` are skipped.
+    A file that is not a book nor text, or a line that is not a legal unfinished position, raises
+    ``InputError`` naming the file and the line (every line of the file counted)."""
+    path = input_file(path, "opening file")
     rng = np.random.default_rng(seed)
     if path.suffix.lower() == ".bin":
-        openings: list[Opening] = []
-        seen: set[str] = set()
-        try:
-            with chess.polyglot.open_reader(path) as reader:
-                for _ in range(count * 20):
-                    if len(openings) == count:
-                        break
-                    board = chess.Board()
-                    moves = []
-                    for _ in range(plies):
-                        entries = list(reader.find_all(board))
-                        if not entries:
-                            break
-                        weights = np.array([e.weight for e in entries], dtype=np.float64) + 1e-9
-                        entry = entries[int(rng.choice(len(entries), p=weights / weights.sum()))]
-                        board.push(entry.move)
-                        moves.append(entry.move.uci())
-                    if moves and board.fen() not in seen and terminal_status(board) is None:
-                        seen.add(board.fen())
-                        openings.append(Opening(" ".join(moves), chess.STARTING_FEN, tuple(moves)))
-        except (OSError, ValueError) as error:
-            raise InputError(f"opening book {path}: {error}") from None
-        if not openings:
-            raise InputError(f"opening book {path} gave no openings")
-        return openings
-    lines = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        return _polyglot_openings(path, count, plies, rng)
     positions = []
-    for number, line in enumerate(lines, 1):
+    for number, text in enumerate(text_lines(path, "opening file"), 1):
+        line = text.strip()
+        if not line or line.startswith("#"):
+            continue
         try:
             board, _ = chess.Board.from_epd(line) if len(line.split()) < 6 or ";" in line else (chess.Board(line), None)
         except ValueError as error:
@@ -156,6 +137,38 @@ def book_openings(path: str | Path, count: int, plies: int = 8, seed: int = 0) -
         raise InputError(f"opening file {path} holds no positions")
     order = rng.permutation(len(positions)) if count < len(positions) else np.arange(len(positions))
     return [positions[i] for i in order[:count]] if count < len(positions) else [positions[i % len(positions)] for i in range(count)]
+
+
+def _polyglot_openings(path: Path, count: int, plies: int, rng: np.random.Generator) -> list[Opening]:
+    """Up to ``count`` distinct unfinished openings, each a walk of ``plies`` book moves chosen by weight."""
+    size = path.stat().st_size
+    if size % 16:  # a polyglot entry is 16 bytes
+        raise InputError(f"opening book {path} is not a polyglot book: its size ({size} bytes) is not a multiple of 16")
+    openings: list[Opening] = []
+    seen: set[str] = set()
+    try:
+        with chess.polyglot.open_reader(path) as reader:
+            for _ in range(count * 20):
+                if len(openings) == count:
+                    break
+                board = chess.Board()
+                moves = []
+                for _ in range(plies):
+                    entries = list(reader.find_all(board))
+                    if not entries:
+                        break
+                    weights = np.array([e.weight for e in entries], dtype=np.float64) + 1e-9
+                    entry = entries[int(rng.choice(len(entries), p=weights / weights.sum()))]
+                    board.push(entry.move)
+                    moves.append(entry.move.uci())
+                if moves and board.fen() not in seen and terminal_status(board) is None:
+                    seen.add(board.fen())
+                    openings.append(Opening(" ".join(moves), chess.STARTING_FEN, tuple(moves)))
+    except OSError as error:
+        raise InputError(f"opening book {path}: {error.strerror or error}") from None
+    if not openings:
+        raise InputError(f"opening book {path} gave no openings")
+    return openings
 
 
 @dataclass

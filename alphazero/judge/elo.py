@@ -5,7 +5,8 @@ engine developers do: a single match as cutechess-cli reports it (trinomial W/D/
 game pairs with colours swapped as fishtest counts them (pentanomial statistics), the sequential
 probability ratio test (SPRT) with logistic Elo bounds used by fishtest and cutechess-cli, and
 Bradley-Terry maximum-likelihood ratings over many players as Ordo and BayesElo compute them, and
-the Wilson interval of a share (puzzles solved). Everything is pure computation on counts (numpy and ``math`` only); nothing runs at import time.
+the Wilson interval of a share (puzzles solved); and how a match's Elo is said (``elo_text``: a bound as a
+bound, never the clamp). Everything is pure computation on counts (numpy and ``math`` only); nothing runs at import time.
 Bad input (negative counts, no games, unknown players) raises ``ValueError``.
 """
 
@@ -115,17 +116,26 @@ def _elo_interval(score: float, variance: float, samples: float) -> tuple[float,
     return score_to_elo(score - half_width), score_to_elo(score + half_width)
 
 
-def _format_elo(value: float) -> str:
-    return f"{value:+.1f}"
+def _format_elo(value: float, digits: int = 1) -> str:
+    return f"{value:+.{digits}f}"
 
 
-def _elo_text(elo: float, low: float, high: float) -> str:
-    """``Elo +x [low, high] (95%)``; a score of 100% (0%) has only a lower (upper) bound."""
+def elo_text(elo: float, low: float, high: float, digits: int = 1, interval: bool = True) -> str:
+    """An Elo difference with its 95% interval as every printer of a match result says it:
+    ``Elo +x [low, high] (95%)``. At a score of 100% (0%) there is only a lower (upper) bound, and it
+    is said as one, ``Elo >= low (95%; every game won: no upper bound)``; an interval end at the clamp
+    (``ELO_LIMIT``, the normal interval spilling past a score of 1 or 0) reads ``no upper bound``
+    (``no lower bound``), not a number. ``interval`` False: the estimate alone (``Elo +x``), or the
+    bound at a score of 100% or 0% (``Elo >= low``); ``digits`` after the point."""
     if elo >= ELO_LIMIT:
-        return f"Elo >= {_format_elo(low)} (95%; every game won: no upper bound)"
+        return f"Elo >= {_format_elo(low, digits)}" + (" (95%; every game won: no upper bound)" if interval else "")
     if elo <= -ELO_LIMIT:
-        return f"Elo <= {_format_elo(high)} (95%; every game lost: no lower bound)"
-    return f"Elo {_format_elo(elo)} [{_format_elo(low)}, {_format_elo(high)}] (95%)"
+        return f"Elo <= {_format_elo(high, digits)}" + (" (95%; every game lost: no lower bound)" if interval else "")
+    if not interval:
+        return f"Elo {_format_elo(elo, digits)}"
+    lower = _format_elo(low, digits) if low > -ELO_LIMIT else "no lower bound"
+    upper = _format_elo(high, digits) if high < ELO_LIMIT else "no upper bound"
+    return f"Elo {_format_elo(elo, digits)} [{lower}, {upper}] (95%)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,7 +185,7 @@ class MatchResult:
 
     def __str__(self) -> str:
         return (f"W/D/L {self.wins}/{self.draws}/{self.losses}, score {self.score:.3f}, "
-                f"{_elo_text(self.elo, self.elo_low, self.elo_high)}, LOS {100.0 * self.los:.1f}%")
+                f"{elo_text(self.elo, self.elo_low, self.elo_high)}, LOS {100.0 * self.los:.1f}%")
 
 
 def match_result(wins: int, draws: int, losses: int) -> MatchResult:
@@ -255,7 +265,7 @@ class PentanomialResult:
 
     def __str__(self) -> str:
         cells = ", ".join(str(count) for count in self.counts)
-        return (f"Pairs [{cells}], score {self.score:.3f}, {_elo_text(self.elo, self.elo_low, self.elo_high)}, "
+        return (f"Pairs [{cells}], score {self.score:.3f}, {elo_text(self.elo, self.elo_low, self.elo_high)}, "
                 f"LOS {100.0 * self.los:.1f}%")
 
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence, TextIO
 import numpy as np
 
 from alphazero.errors import InputError
+from alphazero.fileio import output_file
 from alphazero.judge.arena import (
     GameResult,
     MatchOutcome,
@@ -98,7 +99,11 @@ def _shift_game(game: GameResult, offset: int) -> GameResult:
 
 
 class _MatchTally:
-    """Games accepted so far, the PGN file they go to, and the SPRT checked after each complete pair."""
+    """Games accepted so far, the PGN file they go to, and the SPRT checked after each complete pair.
+
+    Games end in any order (many run at once, chunks on several workers); the PGN gets them in round
+    order: each game is written once every game scheduled before it has been (``finish`` writes the
+    rest, in order, after a stop)."""
 
     def __init__(self, sprt: SPRT | None, pgn: TextIO | None, total_games: int, quiet: bool) -> None:
         self.sprt = sprt
@@ -108,13 +113,27 @@ class _MatchTally:
         self.games: list[GameResult] = []
         self.pairs: dict[int, list[float]] = {}
         self.decided = False
+        self.unwritten: dict[int, GameResult] = {}  # game index -> a game waiting for earlier rounds
+        self.next_round = 0  # index of the next game the PGN takes
+
+    def _write(self, games: Sequence[GameResult]) -> None:
+        if self.pgn is not None and games:
+            self.pgn.write("".join(game.pgn.rstrip("\n") + "\n\n" for game in games))
+            self.pgn.flush()
+
+    def finish(self) -> None:
+        """Write the games still waiting for an earlier round that never came (the match stopped)."""
+        self._write([self.unwritten.pop(index) for index in sorted(self.unwritten)])
 
     def add(self, game: GameResult) -> bool:
         """Record one finished game; True once the SPRT has decided (the match should stop)."""
         self.games.append(game)
-        if self.pgn is not None:
-            self.pgn.write(game.pgn.rstrip("\n") + "\n\n")
-            self.pgn.flush()
+        self.unwritten[game.index] = game
+        ready = []
+        while self.next_round in self.unwritten:
+            ready.append(self.unwritten.pop(self.next_round))
+            self.next_round += 1
+        self._write(ready)
         scores = self.pairs.setdefault(game.index // 2, [])
         scores.append(game.score_a)
         if not self.quiet:
@@ -147,6 +166,8 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
         raise InputError(f"--max-plies must be positive, got {max_plies}")
     if parallelism < 1:
         raise InputError(f"--workers must be positive, got {parallelism}")
+    if pgn_path is not None:
+        output_file(pgn_path, "--pgn")  # before any game: a long match must not end with nowhere to go
     pairs = games // 2
     openings = match_openings(pairs, openings_path, opening_plies, seed)
     with contextlib.ExitStack() as stack:
@@ -163,6 +184,7 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
         if progress:
             stack.callback(lambda: print(file=sys.stderr))
         tally = _MatchTally(sprt, handle, games, quiet=not progress)
+        stack.callback(tally.finish)  # before the file closes, even when the match ends by an exception
         event = f"{names[0]} vs {names[1]}"
         if chunk_runner is not None:
             player_a.close()  # the chunks build their own; these only checked the specs

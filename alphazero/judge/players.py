@@ -202,6 +202,8 @@ def _parse_query(spec: str, query: str) -> dict[str, str]:
         if "=" not in part:
             raise InputError(f"player spec {spec!r}: parameter {part!r} is not name=value")
         key, value = part.split("=", 1)
+        if key.strip().lower() in (known.lower() for known in params):  # UCI option names ignore case
+            raise InputError(f"player spec {spec!r}: {key.strip()} is given twice")
         params[key.strip()] = value.strip()
     return params
 
@@ -225,7 +227,7 @@ def parse_uci_spec(spec: str) -> tuple[str, dict[str, str], chess.engine.Limit]:
     spec = spec.strip()
     kind, _, rest = spec.partition(":")
     if kind.lower() != "uci":
-        raise InputError(f"engine spec {spec!r}: expected uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS")
+        raise InputError(f"spec {spec!r}: expected uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS")
     command, _, query = rest.partition("?")
     if not command:
         raise InputError(f"player spec {spec!r}: missing engine command (uci:COMMAND)")
@@ -265,6 +267,9 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
             raise InputError(f"player spec {spec!r}: policy takes no parameters")
         changes: dict = {}
         for key, value in params.items():
+            if (key in ("sims", "nodes") and "num_simulations" in changes) or (key in ("cpuct", "c_puct") and "c_puct" in changes):
+                raise InputError(f"player spec {spec!r}: {key} is given twice (sims and nodes, cpuct and c_puct "
+                                 "are one parameter each)")
             if key in ("sims", "nodes"):
                 changes["num_simulations"] = int(_number(spec, key, value, int))
             elif key in ("cpuct", "c_puct"):

@@ -7,6 +7,7 @@ malformed row raises ``InputError`` naming the file and the row.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,10 @@ from typing import Any, Sequence
 
 import chess
 
+from alphazero.board.encoding import board_from_fen
+from alphazero.board.game import legal_move
 from alphazero.errors import InputError
+from alphazero.fileio import input_file, text_lines
 from alphazero.judge.elo import wilson_interval
 from alphazero.judge.players import Player, make_player
 
@@ -32,11 +36,9 @@ def load_puzzles(path: str | Path, limit: int | None = None) -> list[Puzzle]:
     A bad FEN, an illegal position or a ``best_uci`` that is not a legal move raises ``InputError``
     naming the file and the row.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"puzzle file {path} does not exist")
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
+    path = input_file(path, "puzzle file")
+    with contextlib.closing(text_lines(path, "puzzle file")) as lines:
+        reader = csv.DictReader(lines)
         columns = reader.fieldnames or []
         if "fen" not in columns or "best_uci" not in columns:
             raise InputError(f"{path}: needs a header with columns fen,best_uci (found: {','.join(columns) or 'nothing'})")
@@ -47,17 +49,13 @@ def load_puzzles(path: str | Path, limit: int | None = None) -> list[Puzzle]:
             where = f"{path}: row {row} (line {reader.line_num})"
             fen, best = (record.get("fen") or "").strip(), (record.get("best_uci") or "").strip()
             try:
-                board = chess.Board(fen)
+                board = board_from_fen(fen)
             except ValueError as error:
-                raise InputError(f"{where}: bad FEN {fen!r}: {error}") from None
-            if not board.is_valid():
-                raise InputError(f"{where}: illegal position {fen!r} ({board.status()!r})")
+                raise InputError(f"{where}: bad FEN: {error}") from None
             try:
-                move = chess.Move.from_uci(best)
-            except ValueError:
-                raise InputError(f"{where}: best_uci {best!r} is not a UCI move") from None
-            if move not in board.legal_moves:
-                raise InputError(f"{where}: best_uci {best} is not legal in {fen}")
+                move = legal_move(board, best, "best_uci")
+            except ValueError as error:
+                raise InputError(f"{where}: {error}") from None
             puzzles.append(Puzzle(row, board, move))
     if not puzzles:
         raise InputError(f"{path}: no puzzles")

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from alphazero.checkpoint import RunDirectory, append_jsonl, read_jsonl
 from alphazero.errors import InputError, RunStateError, UserError
-from alphazero.fileio import DirectoryLock
+from alphazero.fileio import DirectoryLock, output_file
 from alphazero.judge.arena import GameResult, MatchOutcome, play_match, random_openings
 from alphazero.judge.elo import Rating, fit_ratings, format_ratings_table, player_groups
 from alphazero.judge.match import player_seeds
@@ -92,6 +92,8 @@ def run_ratings(run_dir: str | Path, anchors: Sequence[str] = (), games: int = 2
     log = log or (lambda message: None)
     if games < 1:
         raise InputError(f"--games must be positive, got {games}")
+    if plot_path is not None:
+        output_file(plot_path, "--plot")
     run = RunDirectory(run_dir)
     state = run.read_state()
     networks: dict[str, Path] = {}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from alphazero.errors import InputError
-from alphazero.fileio import append_jsonl, read_jsonl
+from alphazero.fileio import append_jsonl, output_file, read_jsonl
 from alphazero.judge.elo import fit_ratings, format_ratings_table
 from alphazero.judge.match import ChunkRunner, run_arena
 
@@ -35,7 +35,7 @@ def read_results(path: str | Path) -> dict[tuple[str, str, int], dict[str, Any]]
     done: dict[tuple[str, str, int], dict[str, Any]] = {}
     if not Path(path).exists():
         return done
-    for record in read_jsonl(path):
+    for record in read_jsonl(path, "tournament file (--out)"):
         if record.get("format_version", 0) > TOURNAMENT_FORMAT_VERSION:
             raise InputError(f"{path}: written by a newer version (format_version {record['format_version']})")
         try:
@@ -61,6 +61,8 @@ def run_tournament(specs: Sequence[str], games: int, out: str | Path | None = No
         raise InputError("a tournament needs at least two different player specs")
     if anchor is not None and anchor.strip() not in specs:
         raise InputError(f"--anchor {anchor!r} is not one of the players")
+    if out is not None:
+        output_file(out, "--out")
     done = read_results(out) if out is not None else {}
     matches = []
     for number, (a, b) in enumerate(itertools.combinations(specs, 2)):

@@ -1,8 +1,8 @@
 """Labelling positions with a UCI engine, and the resumable CSV the labels go to.
 
 Owns the label file (columns ``COLUMNS``, one row a position, appended) and the ``Labeller``: one
-engine process (``uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS``, the player spec grammar of
-``alphazero.judge.players``) analysing one position at a time. Knows nothing of Ray: ``run_label``
+engine process (``--labeller uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS``, the player spec
+grammar of ``alphazero.judge.players``) analysing one position at a time. Knows nothing of Ray: ``run_label``
 labels in this process, or hands the positions to a ``runner`` (``workers.label``) that fans them out.
 
 A row, every figure from the side to move in ``fen``:
@@ -31,7 +31,7 @@ by the rules, at ``max_plies``, or when the engine has seen a score beyond ``ADJ
 
 Resuming: the file is appended to, and a run skips every position whose ``position_key`` is already
 in it (played games: a position already written is not written again). A run killed mid-write
-leaves at most one unterminated last line; ``prepare_output`` cuts it off (the position is labelled
+leaves at most one unterminated last line; ``existing_labels`` cuts it off (the position is labelled
 again). Rows are written whole, one ``write`` each, flushed per batch.
 
 Labelling is slow: each position costs one engine search (Stockfish 15.1 at depth 12 on one core,
@@ -55,8 +55,9 @@ import chess
 import chess.engine
 import numpy as np
 
-from alphazero.board.game import terminal_status
+from alphazero.board.game import legal_move, terminal_status
 from alphazero.errors import InputError
+from alphazero.fileio import output_file
 from alphazero.judge.arena import Opening, book_openings
 from alphazero.judge.players import UCIPlayer, parse_uci_spec
 from alphazero.learn.positions import BadInput, position_key, read_fens, source_kind, unique_fens
@@ -210,17 +211,17 @@ class Labeller:
     ``InputError``) and to learn the engine's option names; the positions then go over the pipes
     (``_PipeEngine``)."""
 
-    def __init__(self, engine_spec: str) -> None:
+    def __init__(self, labeller_spec: str) -> None:
         try:
-            self.command, self.options, self.limit = parse_uci_spec(engine_spec)
+            self.command, self.options, self.limit = parse_uci_spec(labeller_spec)
         except ValueError as error:
-            raise InputError(f"--engine: {error}") from None
-        self.spec = engine_spec
+            raise InputError(f"--labeller: {error}") from None
+        self.spec = labeller_spec
         self.go = go_command(self.limit)
         try:
             checker = UCIPlayer(self.command, self.options, self.limit, name=self.spec)
         except ValueError as error:
-            raise InputError(f"--engine: {error}") from None
+            raise InputError(f"--labeller: {error}") from None
         engine = checker.engine
         names = {name.lower(): name for name in engine.options}
         self.engine_options = {names[key.lower()]: value for key, value in self.options.items()}
@@ -234,7 +235,7 @@ class Labeller:
         try:
             self.engine = _PipeEngine(self.command, self.engine_options)
         except (OSError, EngineFailed) as error:
-            raise InputError(f"--engine: {self.command!r} could not be started: {error}") from None
+            raise InputError(f"--labeller: {self.command!r} could not be started: {error}") from None
 
     def label_one(self, fen: str) -> Labelled:
         """One position; an engine that dies or errs is restarted and the position reported as failed."""
@@ -250,10 +251,8 @@ class Labeller:
         pv = info.get("pv") or []
         text = pv[0] if pv else bestmove
         try:
-            best = chess.Move.from_uci(text)
+            best = legal_move(board, text)
         except ValueError:
-            best = None
-        if not best or best not in board.legal_moves:
             return Labelled(fen, None, f"engine gave no legal best move ({text or None})")
         cp = str(info["cp"]) if "cp" in info else ""
         mate = str(info["mate"]) if "mate" in info else ""
@@ -307,40 +306,36 @@ class Labeller:
 # ---- the label file ---------------------------------------------------------------------------
 
 
-def prepare_output(path: str | os.PathLike) -> set[str]:
-    """Make ``path`` ready to append to; returns the ``position_key`` of every row already in it.
+def existing_labels(path: str | os.PathLike) -> set[str]:
+    """The ``position_key`` of every row already in the label file ``path`` (none when it is missing or
+    empty); writes nothing but a repair: an unterminated last line (a kill mid-write) is cut off.
 
-    A missing or empty file gets the header. An unterminated last line (a kill mid-write) is cut off.
     A file with another header, or a row of the wrong width, raises ``InputError`` naming the line:
-    it is not a label file and is left as it is.
-    """
+    it is not a label file and is left as it is (checked before anything is cut). The header is
+    written with the first rows (``run_label``)."""
     path = Path(path)
-    header = ",".join(COLUMNS) + "\n"
-    if not path.exists() or path.stat().st_size == 0:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", newline="") as handle:
-            handle.write(header)
+    if not path.is_file() or path.stat().st_size == 0:
         return set()
     data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1  # 0: even the header was torn
+    keep = data.rfind(b"\n") + 1  # 0: even the header was torn
+    header = ",".join(COLUMNS)
+    done: set[str] = set()
+    if keep == 0:
+        if not header.startswith(data.decode("utf-8", errors="replace")):
+            raise InputError(f"{path}:1: not a label file (expected the header {header}); choose another --out")
+    else:
+        reader = csv.reader(io.StringIO(data[:keep].decode("utf-8", errors="replace")))
+        first = next(reader, None)
+        if first != list(COLUMNS):
+            raise InputError(f"{path}:1: not a label file (header {first!r}, expected {header}); "
+                             "choose another --out")
+        for row in reader:
+            if len(row) != len(COLUMNS):
+                raise InputError(f"{path}:{reader.line_num}: {len(row)} fields, expected {len(COLUMNS)} ({header})")
+            done.add(position_key(row[0]))
+    if keep < len(data):
         with open(path, "r+b") as handle:
             handle.truncate(keep)
-        data = data[:keep]
-        if keep == 0:
-            path.write_text(header)
-            return set()
-    text = data.decode("utf-8", errors="replace")
-    reader = csv.reader(io.StringIO(text))
-    first = next(reader, None)
-    if first != list(COLUMNS):
-        raise InputError(f"{path}:1: not a label file (header {first!r}, expected {','.join(COLUMNS)}); "
-                         "choose another --out")
-    done: set[str] = set()
-    for row in reader:
-        if len(row) != len(COLUMNS):
-            raise InputError(f"{path}:{reader.line_num}: {len(row)} fields, expected {len(COLUMNS)} ({','.join(COLUMNS)})")
-        done.add(position_key(row[0]))
     return done
 
 
@@ -385,13 +380,13 @@ class ProgressBar:
 # ---- the command ------------------------------------------------------------------------------
 
 # Runs each task of ``tasks`` (taken from the iterator as engines become free, so a time limit can end
-# it) with ``engine_spec`` and hands each task's results to ``on_results`` (in any order).
+# it) with ``labeller_spec`` and hands each task's results to ``on_results`` (in any order).
 Runner = Callable[[Iterator[Task], str, Callable[[list[Labelled]], None]], None]
 
 
-def label_in_process(tasks: Iterator[Task], engine_spec: str, on_results: Callable[[list[Labelled]], None]) -> None:
+def label_in_process(tasks: Iterator[Task], labeller_spec: str, on_results: Callable[[list[Labelled]], None]) -> None:
     """The ``Runner`` without Ray: one engine in this process."""
-    labeller = Labeller(engine_spec)
+    labeller = Labeller(labeller_spec)
     try:
         for task in tasks:
             on_results(labeller.run(task))
@@ -412,7 +407,7 @@ def game_tasks(book: str | os.PathLike, seed: int, random_moves: int, max_plies:
         number += 1
 
 
-def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLike, limit: int | None = None,
+def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathLike, limit: int | None = None,
               runner: Runner | None = None, log: Callable[[str], None] | None = None,
               progress: bool = False, minutes: float | None = None, random_moves: int = 5,
               seed: int | None = None) -> dict:
@@ -431,17 +426,13 @@ def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLik
         raise InputError(f"--limit must be at least 1, got {limit}")
     if minutes is not None and minutes <= 0:
         raise InputError(f"--minutes must be positive, got {minutes}")
+    output_file(out, "--out")
     playing = source_kind(source) == "book"
     if playing and limit is None and minutes is None:
         raise InputError(f"{source}: a book is played until --limit positions or --minutes; give one")
-    bad: list[BadInput] = []
-
-    def on_bad(item: BadInput) -> None:
-        bad.append(item)
-        log(f"label: {item}; skipped")
-
-    Labeller(engine_spec).close()  # a bad spec or engine fails now, before the input is read
-    done = prepare_output(out)
+    bad: list[BadInput] = []  # logged once the input is read: an input with no position at all is one error
+    Labeller(labeller_spec).close()  # a bad spec or engine fails now, before the input is read
+    done = existing_labels(out)
     started = time.perf_counter()
     deadline = None if minutes is None else time.monotonic() + 60.0 * minutes
     counts = {"labelled": 0, "failed": 0, "repeated": 0, "games": 0}
@@ -451,7 +442,12 @@ def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLik
         todo_count = limit or 0
         tasks: Iterable[Task] = game_tasks(source, len(done) if seed is None else seed, random_moves)
     else:
-        fens = unique_fens(read_fens(source, on_bad), limit)
+        fens = unique_fens(read_fens(source, bad.append), limit)
+        if not fens:
+            raise InputError(f"{source}: no position could be read"
+                             + (f" ({len(bad)} bad lines, the first {bad[0]})" if bad else ""))
+        for item in bad:
+            log(f"label: {item}; skipped")
         todo = [fen for fen in fens if position_key(fen) not in done]
         todo_count = len(todo)
         tasks = (todo[start:start + BATCH] for start in range(0, len(todo), BATCH))
@@ -465,7 +461,10 @@ def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLik
             yield task
 
     bar = ProgressBar(todo_count) if progress and todo_count else None
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a", newline="", encoding="utf-8") as handle:
+        if handle.tell() == 0:
+            handle.write(",".join(COLUMNS) + "\n")
 
         def on_results(results: list[Labelled]) -> None:
             rows = []
@@ -492,7 +491,7 @@ def run_label(source: str | os.PathLike, engine_spec: str, out: str | os.PathLik
 
         try:
             if playing or todo_count:  # nothing left to label starts no engine (nor Ray)
-                (runner or label_in_process)(until_done(tasks), engine_spec, on_results)
+                (runner or label_in_process)(until_done(tasks), labeller_spec, on_results)
         finally:
             if bar is not None:
                 bar.close()

@@ -53,6 +53,7 @@ illegal ``best_uci``, an unreadable PGN game or shard) raises ``InputError`` nam
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -71,8 +72,8 @@ import numpy as np
 
 from alphazero.board.game import RESULT_VALUES
 from alphazero.errors import InputError
-from alphazero.fileio import atomic_write
-from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games
+from alphazero.fileio import atomic_write, text_lines
+from alphazero.learn.positions import has_legal_move, position_and_move, raise_bad, read_pgn_games
 
 DATA_FORMAT_VERSION = 2  # 2: positions carry a noisy flag (in check, or the move that follows takes or promotes)
 SCORE_COLUMNS = ("score_cp", "cp_stm", "cp")
@@ -408,8 +409,8 @@ class _PQRPicker:
 
 
 def _read_csv(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None:
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
+    with contextlib.closing(text_lines(path, "training CSV")) as lines:
+        reader = csv.reader(lines)
         try:
             header = next(reader, None)
         except csv.Error as error:
@@ -441,17 +442,7 @@ def _read_csv(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None
                 collected.add((fen,), reader.line_num, where, score_cp=_row_score(row, column, where),
                               noisy=_noisy_fen(fen, best))
                 continue
-            try:
-                board = parse_position_line(fen)
-            except ValueError as error:
-                raise InputError(f"{where}: {error}") from None
-            text = row[column["best_uci"]].strip()
-            try:
-                move = chess.Move.from_uci(text)
-            except ValueError:
-                move = chess.Move.null()
-            if not move or move not in board.legal_moves:
-                raise InputError(f"{where}: best_uci {text!r} is not a legal move in {board.fen()}")
+            board, move = position_and_move(fen, row[column["best_uci"]], where)
             pqr.add(board, move, reader.line_num)
 
 
@@ -475,10 +466,6 @@ def _noisy_fen(fen: str, best_uci: str) -> bool:
     return is_noisy(board, move)
 
 
-def _has_legal_move(board: chess.Board) -> bool:
-    return any(True for _ in board.generate_legal_moves())
-
-
 def _read_pgn(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None:
     with open(path, encoding="utf-8", errors="replace") as handle:
         for number, (_, game) in enumerate(read_pgn_games(handle, str(path), raise_bad)):
@@ -490,7 +477,7 @@ def _read_pgn(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None
                 else:
                     _add_position(collected, board, white_value, math.nan, number, move)
                 board.push(move)
-            if pqr is None and _has_legal_move(board):
+            if pqr is None and has_legal_move(board):
                 _add_position(collected, board, white_value, math.nan, number)
 
 
@@ -533,7 +520,7 @@ def _read_replay(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> N
         board = game.board()
         moves = list(game.mainline_moves())
         for ply in range(len(moves) + 1):
-            if ply == len(moves) and not _has_legal_move(board):
+            if ply == len(moves) and not has_legal_move(board):
                 break
             score = math.nan
             # The ply byte (the last packed byte) rules out almost every unrecorded position cheaply.

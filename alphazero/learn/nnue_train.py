@@ -46,9 +46,10 @@ import numpy as np
 import torch
 
 from alphazero.errors import InputError
-from alphazero.fileio import atomic_write, atomic_write_text
+from alphazero.fileio import atomic_write, atomic_write_text, output_file
 from alphazero.learn.nnue_data import Dataset, FeatureRows, PQRData, load_data
 from alphazero.learn.positions import split_held_out
+from alphazero.nets.network import safe_torch_load
 from alphazero.nets.nnue import SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
 
 STATE_FORMAT_VERSION = 1
@@ -119,6 +120,11 @@ def _check_numbers(options: TrainOptions) -> None:
         problems.append("--data: give at least one data file")
     if problems:
         raise InputError("; ".join(problems))
+    # Before the data is read and trained on: the net, its training state and the cache have somewhere to go.
+    output_file(options.out, "--out")
+    output_file(train_dir(options.out) / "state.pt", "--out's training state")
+    if options.cache_dir is not None and Path(options.cache_dir).exists() and not Path(options.cache_dir).is_dir():
+        raise InputError(f"--cache-dir {options.cache_dir} is not a directory")
 
 
 def resolve_config(options: TrainOptions) -> tuple[NNUEConfig, dict[str, np.ndarray] | None]:
@@ -205,17 +211,18 @@ def evaluate(net: NNUENet, data: Dataset, loss: str, wdl_lambda: float, batch_si
     return metrics
 
 
-def keep_trainable(data: Dataset, loss: str, keep_noisy: bool = True) -> Dataset:
+def keep_trainable(data: Dataset, loss: str, keep_noisy: bool = True) -> tuple[Dataset, dict[str, int]]:
     """The positions that have a target under ``loss`` (all PQR triples), without the noisy ones
     (in check, or a capture or promotion to follow) unless ``keep_noisy``: the evaluation scores
-    the quiet leaves of a quiescence search, and a noisy position's score is about its tactic."""
+    the quiet leaves of a quiescence search, and a noisy position's score is about its tactic.
+    Also how many were dropped, by reason: ``without a target`` and ``noisy`` (noisy ones with a target)."""
     if isinstance(data, PQRData):
-        return data
+        return data, {}
     has_score = ~np.isnan(data.score_cp)
-    keep = has_score if loss == "score" else has_score | ~np.isnan(data.result)
-    if not keep_noisy:
-        keep &= ~data.noisy
-    return data if keep.all() else data.subset(np.flatnonzero(keep))
+    has_target = has_score if loss == "score" else has_score | ~np.isnan(data.result)
+    keep = has_target if keep_noisy else has_target & ~data.noisy
+    dropped = {"without a target": int((~has_target).sum()), "noisy": int((has_target & ~keep).sum())}
+    return (data if keep.all() else data.subset(np.flatnonzero(keep))), dropped
 
 
 class Trainer:
@@ -306,10 +313,9 @@ def write_state(path: Path, state: dict[str, Any]) -> None:
 
 def read_state(path: Path) -> dict[str, Any]:
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a torn or foreign file: say which and how to go on
-        raise InputError(f"{path}: unreadable training state ({type(error).__name__}: {error}); "
-                         "remove it or pass --restart") from None
+        state = safe_torch_load(path)
+    except InputError as error:  # a torn or foreign file: say which and how to go on
+        raise InputError(f"{error}; remove it or pass --restart") from None
     if not isinstance(state, dict) or state.get("format_version") != STATE_FORMAT_VERSION:
         raise InputError(f"{path}: not a training state of format {STATE_FORMAT_VERSION}; remove it or pass --restart")
     return state
@@ -370,7 +376,7 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     data, sources, write_caches = load_data(options.data, parse_features(config.features), cache_dir, what,
                                             options.seed, log, mirror=options.mirror)
     total = data.num_positions
-    data = keep_trainable(data, options.loss, options.keep_noisy)
+    data, dropped = keep_trainable(data, options.loss, options.keep_noisy)
     log(f"nnue data: {data.num_positions} of {total} positions trainable"
         + ("" if options.keep_noisy else " (quiet positions only; --keep-noisy keeps the others)"))
     if data.num_positions == 0:
@@ -397,7 +403,7 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     kind = "triples" if what == "pqr" else "positions"
     log(f"nnue train: {config.describe()}, {config.arch}; {total} {kind} ({data.kind}), {train_data.num_positions} train, "
         f"{held_data.num_positions if held_data else 0} held out"
-        + (f", {total - data.num_positions} without a target dropped" if total != data.num_positions else "")
+        + "".join(f", {count} {reason} dropped" for reason, count in dropped.items() if count)
         + f"; loss {options.loss}, batch {min(options.batch_size, train_data.num_positions)}, {options.threads} thread(s)")
     check = held_data if held_data is not None else train_data
     label = "held-out" if held_data is not None else "train"

@@ -36,6 +36,7 @@ import chess.pgn
 import numpy as np
 
 from alphazero.board.encoding import board_from_fen
+from alphazero.board.game import legal_move
 from alphazero.errors import InputError
 
 
@@ -178,7 +179,8 @@ def parse_position_line(text: str) -> chess.Board:
     """A full FEN or an EPD line -> a valid board; ``ValueError`` saying what is wrong."""
     fields = text.split()
     if len(fields) < 4:
-        raise ValueError(f"not a FEN or EPD: {text!r}")
+        shown = text if len(text) <= 80 else text[:77] + "..."  # a binary file's "line" may be long
+        raise ValueError(f"not a FEN or EPD: {shown!r}")
     if len(fields) >= 6 and fields[4].isdigit() and fields[5].isdigit():
         return board_from_fen(" ".join(fields[:6]))
     try:
@@ -187,6 +189,16 @@ def parse_position_line(text: str) -> chess.Board:
     except ValueError as error:
         raise ValueError(f"illegal FEN/EPD {text!r}: {error}") from None
     return board_from_fen(board.fen())
+
+
+def position_and_move(fen: str, move: str, where: str, what: str = "best_uci") -> tuple[chess.Board, chess.Move]:
+    """A data row's position (FEN or EPD, ``parse_position_line``) and its move (UCI, legal there; ``what``
+    names the column); ``InputError`` naming ``where`` (``FILE:LINE``) and what is wrong."""
+    try:
+        board = parse_position_line(fen)
+        return board, legal_move(board, move, what)
+    except ValueError as error:
+        raise InputError(f"{where}: {error}") from None
 
 
 def _line_fens(path: Path, on_bad: OnBad) -> Iterator[str]:

@@ -26,6 +26,7 @@ network must have the config's shape (``ConfigError`` naming both otherwise).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import os
@@ -43,7 +44,8 @@ from alphazero.board import encoding
 from alphazero.board.game import RESULT_VALUES
 from alphazero.config import NetworkConfig, RunConfig
 from alphazero.errors import ConfigError, InputError
-from alphazero.learn.positions import parse_position_line, raise_bad, read_pgn_games, split_held_out
+from alphazero.fileio import input_file, output_file, text_lines
+from alphazero.learn.positions import position_and_move, raise_bad, read_pgn_games, split_held_out
 from alphazero.learn.replay import Batch, material_targets
 from alphazero.learn.train import Learner
 from alphazero.nets.network import PolicyValueNet, load_network, net_to_payload, save_network
@@ -136,8 +138,8 @@ def read_labelled_csv(path: str | os.PathLike, value_from: str = "wdl") -> Super
         raise InputError(f"the value target comes from one of {', '.join(VALUE_SOURCES)}, not {value_from!r}")
     path = Path(path)
     builder = _Builder("csv")
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
+    with contextlib.closing(text_lines(path, "training CSV")) as lines:
+        reader = csv.reader(lines)
         header = next(reader, None)
         if header is None or "fen" not in header or "best_uci" not in header:
             raise InputError(f"{path}:1: a training CSV needs a header with 'fen' and 'best_uci' columns, got {header!r}")
@@ -148,17 +150,7 @@ def read_labelled_csv(path: str | os.PathLike, value_from: str = "wdl") -> Super
                 continue
             if len(row) != len(header):
                 raise InputError(f"{where}: {len(row)} fields, expected {len(header)} ({','.join(header)})")
-            try:
-                board = parse_position_line(row[column["fen"]])
-            except ValueError as error:
-                raise InputError(f"{where}: {error}") from None
-            text = row[column["best_uci"]].strip()
-            try:
-                move = chess.Move.from_uci(text)
-            except ValueError:
-                move = None
-            if move is None or move not in board.legal_moves:
-                raise InputError(f"{where}: best_uci {text!r} is not a legal move in {board.fen()}")
+            board, move = position_and_move(row[column["fen"]], row[column["best_uci"]], where)
             builder.add(board, move, _row_value(row, column, where, value_from), reader.line_num)
     return builder.build(path)
 
@@ -180,9 +172,7 @@ def read_pgn_data(path: str | os.PathLike) -> SupervisedData:
 
 def read_data(path: str | os.PathLike, value_from: str = "wdl") -> SupervisedData:
     """A ``.pgn`` file as games, anything else as a labelled CSV (values per ``value_from``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    path = input_file(path, "training data")
     return read_pgn_data(path) if path.suffix.lower() == ".pgn" else read_labelled_csv(path, value_from)
 
 
@@ -263,6 +253,7 @@ def pretrain(data_path: str | os.PathLike, config: RunConfig, out: str | os.Path
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     if epochs < 1:
         raise InputError(f"--epochs must be at least 1, got {epochs}")
+    output_file(out, "--out")
     seed = config.seed if seed is None else seed
     started = time.perf_counter()
     data = read_data(data_path, value_from)

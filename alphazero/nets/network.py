@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -180,14 +181,21 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
 
 
 def safe_torch_load(path: str | os.PathLike) -> Any:
-    """``torch.load(weights_only=True)``; a missing, truncated or foreign file raises ``InputError`` naming it."""
+    """``torch.load(weights_only=True)``; a missing, truncated or foreign file raises ``InputError`` naming it
+    in one short line (torch's own text for such a file is a paragraph advising ``weights_only=False``,
+    which this program never does)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files before failing
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises several types for damaged archives
-        raise InputError(f"{path}: unreadable or corrupt ({type(error).__name__}: {error})") from None
+        if "Unsupported global" in str(error):
+            raise InputError(f"{path}: holds Python objects, not only tensors and plain data; refused unread "
+                             "(a file this program writes holds none)") from None
+        raise InputError(f"{path}: not a torch file, or a damaged one ({type(error).__name__})") from None
 
 
 def save_network(net: PolicyValueNet, path: str | os.PathLike, metadata: dict[str, Any] | None = None) -> None:

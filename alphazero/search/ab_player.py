@@ -78,6 +78,8 @@ def parse_ab_spec(spec: str) -> dict:
             raise InputError(f"player spec {spec!r}: parameter {part!r} is not name=value")
         if key not in _PARAMETERS:
             raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: {', '.join(_PARAMETERS)})")
+        if key in values:
+            raise InputError(f"player spec {spec!r}: {key} is given twice")
         kind_of = _PARAMETERS[key]
         try:
             number = kind_of(text)
