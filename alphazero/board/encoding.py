@@ -275,7 +275,8 @@ def _build_tables() -> tuple[list[int], list[tuple[int, int]]]:
     return from_to, targets
 
 
-_FROM_TO_ACTION, _ACTION_TARGET = _build_tables()
+# [from * 64 + to] in the oriented frame -> action of the queen-like or knight move, -1 where none (list of int).
+FROM_TO_ACTION, _ACTION_TARGET = _build_tables()
 
 
 def move_to_action(board: chess.Board, move: chess.Move) -> int:
@@ -292,7 +293,7 @@ def move_to_action(board: chess.Board, move: chess.Move) -> int:
         if start >> 3 != 6 or end >> 3 != 7 or not -1 <= df <= 1 or promotion not in _UNDERPROMOTIONS:
             raise ValueError(f"move {move.uci()} has no action: not an underpromotion geometry")
         return (64 + 3 * (promotion - chess.KNIGHT) + df + 1) * 64 + start
-    action = _FROM_TO_ACTION[start * 64 + end]
+    action = FROM_TO_ACTION[start * 64 + end]
     if action < 0:
         raise ValueError(f"move {move.uci()} has no action (not a queen-like or knight move)")
     return action
@@ -301,7 +302,7 @@ def move_to_action(board: chess.Board, move: chess.Move) -> int:
 def moves_to_actions(board: chess.Board, moves: Sequence[chess.Move]) -> np.ndarray:
     """Moves of the side to move -> action indices ``int64 [len(moves)]`` (the search's hot path)."""
     flip = 56 if board.turn == chess.BLACK else 0
-    table = _FROM_TO_ACTION
+    table = FROM_TO_ACTION
     actions = []
     for move in moves:
         promotion = move.promotion

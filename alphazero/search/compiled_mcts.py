@@ -104,8 +104,7 @@ from alphazero.board.kernel import (
     unmake_move,
 )
 from alphazero.board.move_order import ordered_moves
-from alphazero.board.position import _TOLERATED, SEARCH_RESERVE, move_from_chess
-from alphazero.board.position import _check as check_board
+from alphazero.board.position import SEARCH_RESERVE, castling_bits, move_from_chess, replayed_start, why_unsupported
 from alphazero.config import SearchConfig
 from alphazero.search.mcts import SearchResult
 
@@ -812,9 +811,6 @@ def principal_line(g, nodes_i, edges_i, out):
 # Python driver
 
 _MOVE_TABLE: list[chess.Move] = []
-# Each castling right of the kernel and the rook square python-chess keeps it by (as ``position``).
-_CASTLING_ROOKS = ((K.CASTLE_WK, chess.BB_H1), (K.CASTLE_WQ, chess.BB_A1), (K.CASTLE_BK, chess.BB_H8),
-                   (K.CASTLE_BQ, chess.BB_A8))
 
 
 def _move_table() -> list[chess.Move]:
@@ -896,19 +892,14 @@ class Forest:
     def load(self, slot: int, board: chess.Board) -> None:
         """Set slot ``slot`` to ``board`` with an empty tree: its recent moves (since the last capture or
         pawn move) replayed so that repetitions are seen, as ``Position.from_board`` does."""
-        if board.chess960 or board.status() & ~_TOLERATED:  # the kernel cannot hold it: say why
-            check_board(board, f"position {board.fen()!r}")
-        replay = min(board.halfmove_clock, len(board.move_stack), HISTORY - SEARCH_RESERVE)
-        start = board
-        moves = np.zeros(replay, np.int32)
-        if replay:
-            start = board.copy(stack=replay)
-            for i in range(replay - 1, -1, -1):
-                moves[i] = move_from_chess(start.pop())
+        reason = why_unsupported(board)
+        if reason:  # the kernel cannot hold it: say why
+            raise ValueError(f"position {board.fen()!r}: {reason}")
+        start, replayed = replayed_start(board)
+        moves = np.array([move_from_chess(move) for move in replayed], dtype=np.int32)
         pieces = np.array([start.pieces_mask(kind, colour) for colour in (chess.WHITE, chess.BLACK)
                            for kind in range(1, 7)], dtype=np.uint64)
-        rights = start.clean_castling_rights()
-        castling = sum(bit for bit, rook in _CASTLING_ROOKS if rights & rook)
+        castling = castling_bits(start)
         ep = NO_SQUARE if start.ep_square is None else start.ep_square
         load_slot(slot, pieces, K.WHITE if start.turn == chess.WHITE else K.BLACK, castling, ep,
                   start.halfmove_clock, start.fullmove_number, moves, board.halfmove_clock, self.bb, self.sq,
