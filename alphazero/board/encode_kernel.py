@@ -19,7 +19,7 @@ Arrays
 
 Every function is ``@njit(cache=True)``. Numba checks a cache entry against its own source file
 only: after editing ``kernel.py`` or ``bits.py``, delete ``alphazero/board/__pycache__/encode_kernel*``
-(and the search caches, see ``alphazero.search.compiled_mcts``) so nothing keeps the old board.
+(and the search caches, see ``alphazero.search.compiled``) so nothing keeps the old board.
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ capture that a pin makes illegal counts as different here, where python-chess se
 
 Every function here is ``@njit(cache=True)``: the first process compiles (see
 ``alphazero.bench.alphabeta`` for the cost), later ones load the machine code from ``__pycache__``.
-Numba checks a cache entry against its own source file only: after editing this module, delete
-``alphazero/search/__pycache__/*.nbi`` too, or the search keeps the old board compiled into it.
+Numba checks a cache entry against its own source file only: after editing this module, delete the
+other modules' caches too (``find alphazero -name '*.nb[ic]' -delete``), or the searches keep the old
+board compiled into them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The compiled search (``alphazero.search.compiled_mcts``) and its board pieces, against their oracles.
+"""The compiled search (``alphazero.search.compiled``) and its board pieces, against their oracles.
 
 The Python search (``alphazero.search.mcts``) is the oracle of the compiled one: with the same
 deterministic evaluator and the same seeds both must return the same moves, visit counts, priors, root
@@ -23,8 +23,12 @@ from alphazero.board.movegen import legal_moves
 from alphazero.board.position import Position, move_to_chess
 from alphazero.config import SearchConfig
 from alphazero.nets.evaluator import UniformEvaluator, masked_softmax
-from alphazero.search import compiled_mcts as C
-from alphazero.search.compiled_mcts import CompiledGameTree, CompiledMCTS, UniformPlaneEvaluator
+from alphazero.search.compiled import tree as C
+from alphazero.search.compiled.batch import CompiledMCTS, UniformPlaneEvaluator
+from alphazero.search.compiled.expansion import softmax_over
+from alphazero.search.compiled.root import choose_moves
+from alphazero.search.compiled.tree import CompiledGameTree
+from alphazero.search.factory import build_search
 from alphazero.search.mcts import MCTS, GameTree, choose_move_index
 
 SPECIAL_FENS = [
@@ -109,7 +113,7 @@ def test_numpy_exact_softmax_and_move_choice() -> None:
         actions = rng.choice(encoding.NUM_ACTIONS, size=count, replace=False)
         logits = (rng.standard_normal(encoding.NUM_ACTIONS) * rng.choice([0.0, 0.1, 3.0, 30.0])).astype(np.float32)
         edges_i[0, :count, C.EI_ACTION] = actions
-        C.softmax_over(logits, edges_i, edges_f, 0, 0, count, scratch)
+        softmax_over(logits, edges_i, edges_f, 0, 0, count, scratch)
         expected = masked_softmax(logits[None], [actions])[0]
         assert np.array_equal(edges_f[0, :count, C.EF_PRIOR].astype(np.float32), expected)
     for trial in range(2000):
@@ -121,8 +125,8 @@ def test_numpy_exact_softmax_and_move_choice() -> None:
         expected = choose_move_index(counts, temperature, np.random.default_rng(seed))
         uniform = np.random.default_rng(seed).random() if temperature > 0 else 0.0
         chosen = np.zeros(1, np.int64)
-        C.choose_moves(counts.astype(np.int64), np.array([0, count]), np.array([temperature]), np.array([uniform]),
-                       chosen)
+        choose_moves(counts.astype(np.int64), np.array([0, count]), np.array([temperature]), np.array([uniform]),
+                     chosen)
         assert chosen[0] == expected
 
 
@@ -416,11 +420,11 @@ def test_a_failed_network_call_leaves_trees_that_search_again_and_large_rounds_a
 
 
 def test_build_search_picks_the_compiled_search_where_it_applies() -> None:
-    search, new_tree = C.build_search(HashNetwork(), SearchConfig())
+    search, new_tree = build_search(HashNetwork(), SearchConfig())
     assert isinstance(search, CompiledMCTS) and new_tree is CompiledGameTree
-    search, new_tree = C.build_search(HashNetwork(), SearchConfig(algorithm="gumbel"))
+    search, new_tree = build_search(HashNetwork(), SearchConfig(algorithm="gumbel"))
     assert isinstance(search, MCTS) and new_tree is GameTree
-    search, new_tree = C.build_search(UniformEvaluator(), SearchConfig())  # no forward(): the Python search
+    search, new_tree = build_search(UniformEvaluator(), SearchConfig())  # no forward(): the Python search
     assert isinstance(search, MCTS)
     with pytest.raises(ValueError, match="implementation"):
-        C.build_search(HashNetwork(), SearchConfig(), implementation="fast")
+        build_search(HashNetwork(), SearchConfig(), implementation="fast")
