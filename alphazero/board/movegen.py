@@ -34,8 +34,10 @@ _NOT_FILE_H = _ALL & ~chess.BB_FILE_H
 _BACK_RANKS = chess.BB_RANK_1 | chess.BB_RANK_8
 
 
-def _attacked_by(board: chess.Board, color: chess.Color, occupied: int) -> int:
-    """Every square ``color`` attacks, sliders seeing through ``occupied`` (the mover's king removed)."""
+def attacks_through(board: chess.Board, color: chess.Color, occupied: int) -> int:
+    """Every square ``color`` attacks, its sliders seeing through ``occupied``: ``board.occupied`` for the
+    squares ``board.is_attacked_by`` names (the encoding's planes 17 and 18), the board without the
+    mover's king for the squares that king may not step to."""
     ours = board.occupied_co[color]
     pawns = board.pawns & ours
     if color == chess.WHITE:
@@ -94,7 +96,7 @@ def legal_moves(board: chess.Board) -> list[chess.Move]:
         return list(board.legal_moves)
     occupied = board.occupied
     king = king_bb.bit_length() - 1
-    enemy = _attacked_by(board, not us, occupied ^ king_bb)
+    enemy = attacks_through(board, not us, occupied ^ king_bb)
     checkers = board.attackers_mask(not us, king)
     moves: list[chess.Move] = []
     append = moves.append
