@@ -259,7 +259,7 @@ def tree_statistics_are_exact(search: CompiledMCTS, tree: CompiledGameTree) -> i
     """Every expanded node has N = 1 + sum N(s, a) and W(s, a) = -W(child); no node waits for the network
     and no virtual loss is left behind. Returns the number of nodes."""
     f = search.forest
-    g = tree._slot
+    g = tree.slot
     nodes = int(f.trees[g, C.T_NUM_NODES])
     for node in range(nodes):
         state = f.nodes_i[g, node, C.NI_STATE]
@@ -325,7 +325,7 @@ def test_terminal_positions_are_scored_and_finished_games_refused() -> None:
     search.search([tree])
     assert tree_statistics_are_exact(search, tree) > 5
     repeat = chess.Move.from_uci("b8c6")
-    f, g = search.forest, tree._slot
+    f, g = search.forest, tree.slot
     start = f.nodes_i[g, 0, C.NI_EDGE_START]
     index = [move_to_chess(m) for m in f.edges_i[g, start:start + f.nodes_i[g, 0, C.NI_NUM_EDGES], C.EI_MOVE]]
     child = f.edges_i[g, start + index.index(repeat), C.EI_CHILD]

@@ -375,6 +375,11 @@ class CompiledGameTree:
         stack = self.board.move_stack
         return len(stack), (stack[-1] if stack else None)
 
+    @property
+    def slot(self) -> int:
+        """The slot of its search's ``Forest`` holding this game (-1 before its first search)."""
+        return self._slot
+
     def attach(self, forest: Forest) -> int:
         """The slot of ``forest`` holding this game (taken at the first call), (re)loaded when the board
         moved on outside ``advance``. A tree is searched by one search, whose forest this is."""
