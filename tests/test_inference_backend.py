@@ -19,7 +19,7 @@ from alphazero.config import ConfigError, SearchConfig, load_config
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.inference import OnnxBackend, available_backends, resolve_backend
 from alphazero.nets.network import PolicyValueNet, save_network
-from alphazero.search.compiled_mcts import build_search
+from alphazero.search.factory import build_search
 from commands.main import main
 
 torch.set_num_threads(1)

@@ -29,7 +29,8 @@ from alphazero.bench.shared import startup_seconds
 from alphazero.board import encoding
 from alphazero.board.game import terminal_status
 from alphazero.config import SearchConfig
-from alphazero.search.compiled_mcts import CompiledGameTree, CompiledMCTS, UniformPlaneEvaluator
+from alphazero.search.compiled.batch import CompiledMCTS, UniformPlaneEvaluator
+from alphazero.search.compiled.tree import CompiledGameTree
 from alphazero.search.mcts import MCTS, GameTree
 
 
@@ -156,7 +157,8 @@ def bench_figures(config: Any, seconds: float = 3.0, device: str = "cpu") -> dic
 
 # A fresh interpreter's import of the compiled search and its first search (``startup_seconds``).
 FIRST_SEARCH = ("import chess\n"
-                "from alphazero.search.compiled_mcts import CompiledMCTS, CompiledGameTree, UniformPlaneEvaluator\n"
+                "from alphazero.search.compiled.batch import CompiledMCTS, UniformPlaneEvaluator\n"
+                "from alphazero.search.compiled.tree import CompiledGameTree\n"
                 "CompiledMCTS(UniformPlaneEvaluator()).search([CompiledGameTree(chess.Board(), 0)], add_noise=True, "
                 "temperature=1.0, num_simulations=16)[0].move")
 

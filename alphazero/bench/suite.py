@@ -23,7 +23,7 @@ from alphazero.config import RunConfig
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.inference import available_backends, resolve_backend
 from alphazero.nets.network import PolicyValueNet
-from alphazero.search.compiled_mcts import build_search
+from alphazero.search.factory import build_search
 
 
 def bench_encoding(boards: list[chess.Board], seconds: float) -> float:

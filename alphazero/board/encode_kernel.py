@@ -19,7 +19,7 @@ Arrays
 
 Every function is ``@njit(cache=True)``. Numba checks a cache entry against its own source file
 only: after editing ``kernel.py`` or ``bits.py``, delete ``alphazero/board/__pycache__/encode_kernel*``
-(and the search caches, see ``alphazero.search.compiled_mcts``) so nothing keeps the old board.
+(and the search caches, see ``alphazero.search.compiled``) so nothing keeps the old board.
 """
 
 from __future__ import annotations
@@ -53,8 +53,7 @@ from alphazero.board.move_order import attacks_through
 
 NUM_PLANES = encoding.NUM_PLANES
 NUM_ACTIONS = encoding.NUM_ACTIONS
-# [from * 64 + to] in the oriented frame -> action (queen-like and knight moves), -1 where none.
-FROM_TO_ACTION = np.array(encoding._FROM_TO_ACTION, dtype=np.int32)
+FROM_TO_ACTION = np.array(encoding.FROM_TO_ACTION, dtype=np.int32)  # encoding's table, [4096] int32
 _ONE = np.uint64(1)
 
 

@@ -52,6 +52,8 @@ from typing import Iterable, Sequence
 import chess
 import numpy as np
 
+from alphazero.board.movegen import attacks_through
+
 NUM_PLANES = 24
 NUM_ACTIONS = 4672
 BIT_PLANES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 17, 18)
@@ -67,43 +69,10 @@ PLANE_SCALE[[13, 14, 15]] = 1.0 / _MATERIAL_CAP
 PLANE_SCALE[16] = 1.0 / 64.0
 PLANE_SCALE[23] = 1.0 / 255.0
 
-_NOT_FILE_A = chess.BB_ALL & ~chess.BB_FILE_A
-_NOT_FILE_H = chess.BB_ALL & ~chess.BB_FILE_H
 
 # Feature rows: 14 bitboards (absolute, flipped in numpy), 10 constant-plane values, 1 flip flag.
 _NUM_BITBOARDS = len(BIT_PLANES)
 _ROW_LEN = _NUM_BITBOARDS + len(CONSTANT_PLANES) + 1
-
-
-def _attacks(board: chess.Board, color: chess.Color) -> int:
-    """Bitboard of every square ``color`` attacks (same squares as ``board.is_attacked_by``)."""
-    occupied = board.occupied
-    ours = board.occupied_co[color]
-    pawns = board.pawns & ours
-    if color == chess.WHITE:
-        bb = ((pawns << 7) & _NOT_FILE_H) | ((pawns << 9) & _NOT_FILE_A)
-    else:
-        bb = ((pawns >> 9) & _NOT_FILE_H) | ((pawns >> 7) & _NOT_FILE_A)
-    bb &= chess.BB_ALL
-    knight_attacks = chess.BB_KNIGHT_ATTACKS
-    for square in chess.scan_reversed(board.knights & ours):
-        bb |= knight_attacks[square]
-    diagonal = (board.bishops | board.queens) & ours
-    if diagonal:
-        diag_masks, diag_attacks = chess.BB_DIAG_MASKS, chess.BB_DIAG_ATTACKS
-        for square in chess.scan_reversed(diagonal):
-            bb |= diag_attacks[square][diag_masks[square] & occupied]
-    straight = (board.rooks | board.queens) & ours
-    if straight:
-        rank_masks, rank_attacks = chess.BB_RANK_MASKS, chess.BB_RANK_ATTACKS
-        file_masks, file_attacks = chess.BB_FILE_MASKS, chess.BB_FILE_ATTACKS
-        for square in chess.scan_reversed(straight):
-            bb |= rank_attacks[square][rank_masks[square] & occupied]
-            bb |= file_attacks[square][file_masks[square] & occupied]
-    king = board.kings & ours
-    if king:
-        bb |= chess.BB_KING_ATTACKS[king.bit_length() - 1]
-    return bb
 
 
 def board_features(board: chess.Board) -> list[int]:
@@ -155,7 +124,7 @@ def board_features(board: chess.Board) -> list[int]:
         pawns & mine, knights & mine, bishops & mine, rooks & mine, queens & mine, kings & mine,
         pawns & theirs, knights & theirs, bishops & theirs, rooks & theirs, queens & theirs,
         kings & theirs,
-        _attacks(board, us), _attacks(board, them),
+        attacks_through(board, us, board.occupied), attacks_through(board, them, board.occupied),
         1 if us == chess.WHITE else 0,
         min(material_us, 255), min(material_them, 255),
         max(0, min(material_us - material_them + 128, 255)),
@@ -275,7 +244,8 @@ def _build_tables() -> tuple[list[int], list[tuple[int, int]]]:
     return from_to, targets
 
 
-_FROM_TO_ACTION, _ACTION_TARGET = _build_tables()
+# [from * 64 + to] in the oriented frame -> action of the queen-like or knight move, -1 where none (list of int).
+FROM_TO_ACTION, _ACTION_TARGET = _build_tables()
 
 
 def move_to_action(board: chess.Board, move: chess.Move) -> int:
@@ -292,7 +262,7 @@ def move_to_action(board: chess.Board, move: chess.Move) -> int:
         if start >> 3 != 6 or end >> 3 != 7 or not -1 <= df <= 1 or promotion not in _UNDERPROMOTIONS:
             raise ValueError(f"move {move.uci()} has no action: not an underpromotion geometry")
         return (64 + 3 * (promotion - chess.KNIGHT) + df + 1) * 64 + start
-    action = _FROM_TO_ACTION[start * 64 + end]
+    action = FROM_TO_ACTION[start * 64 + end]
     if action < 0:
         raise ValueError(f"move {move.uci()} has no action (not a queen-like or knight move)")
     return action
@@ -301,7 +271,7 @@ def move_to_action(board: chess.Board, move: chess.Move) -> int:
 def moves_to_actions(board: chess.Board, moves: Sequence[chess.Move]) -> np.ndarray:
     """Moves of the side to move -> action indices ``int64 [len(moves)]`` (the search's hot path)."""
     flip = 56 if board.turn == chess.BLACK else 0
-    table = _FROM_TO_ACTION
+    table = FROM_TO_ACTION
     actions = []
     for move in moves:
         promotion = move.promotion

@@ -39,8 +39,9 @@ capture that a pin makes illegal counts as different here, where python-chess se
 
 Every function here is ``@njit(cache=True)``: the first process compiles (see
 ``alphazero.bench.alphabeta`` for the cost), later ones load the machine code from ``__pycache__``.
-Numba checks a cache entry against its own source file only: after editing this module, delete
-``alphazero/search/__pycache__/*.nbi`` too, or the search keeps the old board compiled into it.
+Numba checks a cache entry against its own source file only: after editing this module, delete the
+other modules' caches too (``find alphazero -name '*.nb[ic]' -delete``), or the searches keep the old
+board compiled into them.
 """
 
 from __future__ import annotations
@@ -159,42 +160,36 @@ def bit(square):
     return _ONE << np.uint64(square)
 
 
-@njit(cache=True)
-def rook_attacks(square, occupied):
-    """Squares a rook on ``square`` attacks through ``occupied`` (first blocker included)."""
+@njit(cache=True, inline="always")
+def _slide(square, occupied, up_1, up_2, down_1, down_2):
+    """Squares along four rays from ``square`` up to and including the first blocker in ``occupied``:
+    two rays towards higher squares (the nearest blocker is the lowest set bit), two towards lower."""
     attacks = _ZERO
-    for d in (N_, E_):
+    for d in (up_1, up_2):
         ray = RAYS[d, square]
         blockers = ray & occupied
         if blockers:
             ray ^= RAYS[d, lsb(blockers)]
         attacks |= ray
-    for d in (S_, W_):
+    for d in (down_1, down_2):
         ray = RAYS[d, square]
         blockers = ray & occupied
         if blockers:
             ray ^= RAYS[d, msb(blockers)]
         attacks |= ray
     return attacks
+
+
+@njit(cache=True)
+def rook_attacks(square, occupied):
+    """Squares a rook on ``square`` attacks through ``occupied`` (first blocker included)."""
+    return _slide(square, occupied, N_, E_, S_, W_)
 
 
 @njit(cache=True)
 def bishop_attacks(square, occupied):
     """Squares a bishop on ``square`` attacks through ``occupied`` (first blocker included)."""
-    attacks = _ZERO
-    for d in (NE_, NW_):
-        ray = RAYS[d, square]
-        blockers = ray & occupied
-        if blockers:
-            ray ^= RAYS[d, lsb(blockers)]
-        attacks |= ray
-    for d in (SW_, SE_):
-        ray = RAYS[d, square]
-        blockers = ray & occupied
-        if blockers:
-            ray ^= RAYS[d, msb(blockers)]
-        attacks |= ray
-    return attacks
+    return _slide(square, occupied, NE_, NW_, SW_, SE_)
 
 
 @njit(cache=True)
@@ -236,12 +231,68 @@ def in_check(bb, st):
     return is_attacked(bb, lsb(bb[6 * side + KING]), 1 - side, bb[OCC_WHITE] | bb[OCC_BLACK])
 
 
+@njit(cache=True, inline="always")
+def pinned_pieces(bb, us):
+    """Our pieces that alone stand between our king and an enemy slider on its line."""
+    base = 6 * (1 - us)
+    ours = bb[OCC_WHITE + us]
+    occupied = bb[OCC_WHITE] | bb[OCC_BLACK]
+    king = lsb(bb[6 * us + KING])
+    pinned = _ZERO
+    snipers = (ROOK_EMPTY[king] & (bb[base + ROOK] | bb[base + QUEEN])) | \
+        (BISHOP_EMPTY[king] & (bb[base + BISHOP] | bb[base + QUEEN]))
+    while snipers:
+        sniper = lsb(snipers)
+        snipers &= snipers - _ONE
+        blockers = BETWEEN[king, sniper] & occupied
+        if blockers and not blockers & (blockers - _ONE) and blockers & ours:
+            pinned |= blockers
+    return pinned
+
+
+@njit(cache=True, inline="always")
+def en_passant_is_safe(bb, us, king, start, ep, occupied):
+    """Whether our pawn on ``start`` may take en passant on ``ep``: our king on ``king`` is not attacked
+    once both pawns have left their squares (rare and subtle: the two pawns may leave a rank at once)."""
+    base = 6 * (1 - us)
+    taken = ep - 8 if us == WHITE else ep + 8
+    after = (occupied ^ bit(start) ^ bit(taken)) | bit(ep)
+    return not (KNIGHT_ATTACKS[king] & bb[base + KNIGHT]) \
+        and not (PAWN_ATTACKS[us, king] & (bb[base + PAWN] ^ bit(taken))) \
+        and not (bishop_attacks(king, after) & (bb[base + BISHOP] | bb[base + QUEEN])) \
+        and not (rook_attacks(king, after) & (bb[base + ROOK] | bb[base + QUEEN]))
+
+
 # ----------------------------------------------------------------------------------------------
 # Legal move generation
 
 @njit(cache=True, inline="always")
 def encode_move(start, end, promotion):
     return np.int32(start | end << 6 | promotion << 12)
+
+
+@njit(cache=True, inline="always")
+def _add_moves(out, n, start, targets):
+    """Moves from ``start`` to each of ``targets``, lowest target first; returns the new count."""
+    while targets:
+        out[n] = encode_move(start, lsb(targets), 0)
+        n += 1
+        targets &= targets - _ONE
+    return n
+
+
+@njit(cache=True, inline="always")
+def _add_slider_moves(out, n, pieces, straight, occupied, mask, pinned, king):
+    """Moves of the rook movers (``straight``) or bishop movers among ``pieces`` to the squares of ``mask``
+    they attack, a pinned one along its king's line only; returns the new count."""
+    while pieces:
+        start = lsb(pieces)
+        pieces &= pieces - _ONE
+        targets = (rook_attacks(start, occupied) if straight else bishop_attacks(start, occupied)) & mask
+        if pinned & bit(start):
+            targets &= LINE[king, start]
+        n = _add_moves(out, n, start, targets)
+    return n
 
 
 @njit(cache=True)
@@ -274,7 +325,6 @@ def generate_moves(bb, sq, st, out, tactical_only):
     theirs = bb[OCC_WHITE + them]
     occupied = ours | theirs
     king = lsb(bb[6 * us + KING])
-    base = 6 * them
     n = 0
 
     # King moves: the king itself must not shield the square it steps to from a slider.
@@ -312,17 +362,7 @@ def generate_moves(bb, sq, st, out, tactical_only):
                     out[n] = encode_move(home + 4, home + 2, 0)
                     n += 1
 
-    # Pinned pieces: ours, alone between our king and an enemy slider on its line.
-    pinned = _ZERO
-    snipers = (ROOK_EMPTY[king] & (bb[base + ROOK] | bb[base + QUEEN])) | \
-        (BISHOP_EMPTY[king] & (bb[base + BISHOP] | bb[base + QUEEN]))
-    while snipers:
-        sniper = lsb(snipers)
-        snipers &= snipers - _ONE
-        blockers = BETWEEN[king, sniper] & occupied
-        if blockers and not blockers & (blockers - _ONE) and blockers & ours:
-            pinned |= blockers
-
+    pinned = pinned_pieces(bb, us)
     mask = allowed & ~ours
     if tactical_only:
         mask &= theirs
@@ -331,33 +371,9 @@ def generate_moves(bb, sq, st, out, tactical_only):
     while pieces:
         start = lsb(pieces)
         pieces &= pieces - _ONE
-        targets = KNIGHT_ATTACKS[start] & mask
-        while targets:
-            out[n] = encode_move(start, lsb(targets), 0)
-            n += 1
-            targets &= targets - _ONE
-    pieces = bb[own + BISHOP] | bb[own + QUEEN]
-    while pieces:
-        start = lsb(pieces)
-        pieces &= pieces - _ONE
-        targets = bishop_attacks(start, occupied) & mask
-        if pinned & bit(start):
-            targets &= LINE[king, start]
-        while targets:
-            out[n] = encode_move(start, lsb(targets), 0)
-            n += 1
-            targets &= targets - _ONE
-    pieces = bb[own + ROOK] | bb[own + QUEEN]
-    while pieces:
-        start = lsb(pieces)
-        pieces &= pieces - _ONE
-        targets = rook_attacks(start, occupied) & mask
-        if pinned & bit(start):
-            targets &= LINE[king, start]
-        while targets:
-            out[n] = encode_move(start, lsb(targets), 0)
-            n += 1
-            targets &= targets - _ONE
+        n = _add_moves(out, n, start, KNIGHT_ATTACKS[start] & mask)
+    n = _add_slider_moves(out, n, bb[own + BISHOP] | bb[own + QUEEN], False, occupied, mask, pinned, king)
+    n = _add_slider_moves(out, n, bb[own + ROOK] | bb[own + QUEEN], True, occupied, mask, pinned, king)
 
     # Pawns, one at a time: pushes, double pushes, captures, promotions, en passant.
     forward = 8 if us == WHITE else -8
@@ -384,16 +400,10 @@ def generate_moves(bb, sq, st, out, tactical_only):
         while targets:
             n = _add_pawn_moves(out, n, start, lsb(targets), promote, tactical_only)
             targets &= targets - _ONE
-        if ep != NO_SQUARE and PAWN_ATTACKS[us, start] & bit(ep):
-            # Rare and subtle (the two pawns leave a rank at once): test the king directly.
-            taken = ep - forward
-            after = (occupied ^ bit(start) ^ bit(taken)) | bit(ep)
-            if not (KNIGHT_ATTACKS[king] & bb[base + KNIGHT]) \
-                    and not (PAWN_ATTACKS[us, king] & (bb[base + PAWN] ^ bit(taken))) \
-                    and not (bishop_attacks(king, after) & (bb[base + BISHOP] | bb[base + QUEEN])) \
-                    and not (rook_attacks(king, after) & (bb[base + ROOK] | bb[base + QUEEN])):
-                out[n] = encode_move(start, ep, 0)
-                n += 1
+        if ep != NO_SQUARE and PAWN_ATTACKS[us, start] & bit(ep) and en_passant_is_safe(bb, us, king, start, ep,
+                                                                                         occupied):
+            out[n] = encode_move(start, ep, 0)
+            n += 1
     return n
 
 
@@ -408,6 +418,17 @@ def _toggle(bb, sq, piece, square, empty_after):
     sq[square] = EMPTY if empty_after else piece
 
 
+@njit(cache=True, inline="always")
+def _push_record(st, undo, move, captured):
+    """Write the undo record of ``move`` (what the position before it needs back) at row ``ST_PLY``."""
+    record = undo[st[ST_PLY]]
+    record[U_MOVE] = move
+    record[U_CAPTURED] = captured
+    record[U_CASTLING] = st[ST_CASTLING]
+    record[U_EP] = st[ST_EP]
+    record[U_HALFMOVE] = st[ST_HALFMOVE]
+
+
 @njit(cache=True)
 def make_move(bb, sq, st, keys, undo, move):
     """Play a legal ``move``: update every array, push an undo record, write the next key."""
@@ -419,12 +440,7 @@ def make_move(bb, sq, st, keys, undo, move):
     piece = np.int64(sq[start])
     captured = np.int64(sq[end])
     ply = st[ST_PLY]
-    record = undo[ply]
-    record[U_MOVE] = move
-    record[U_CAPTURED] = captured
-    record[U_CASTLING] = st[ST_CASTLING]
-    record[U_EP] = st[ST_EP]
-    record[U_HALFMOVE] = st[ST_HALFMOVE]
+    _push_record(st, undo, move, captured)
 
     key = keys[ply] ^ Z_WHITE ^ Z_CASTLING[st[ST_CASTLING]]
     old_ep = st[ST_EP]
@@ -517,12 +533,7 @@ def unmake_move(bb, sq, st, undo):
 def make_null(st, keys, undo):
     """Pass the move (null-move pruning). The clock is zeroed so no repetition spans the pass."""
     ply = st[ST_PLY]
-    record = undo[ply]
-    record[U_MOVE] = NO_MOVE
-    record[U_CAPTURED] = EMPTY
-    record[U_CASTLING] = st[ST_CASTLING]
-    record[U_EP] = st[ST_EP]
-    record[U_HALFMOVE] = st[ST_HALFMOVE]
+    _push_record(st, undo, NO_MOVE, EMPTY)
     key = keys[ply] ^ Z_WHITE
     if st[ST_EP] != NO_SQUARE:
         key ^= Z_EP[st[ST_EP] & 7]
@@ -565,9 +576,10 @@ def compute_key(bb, st):
     return key
 
 
-@njit(cache=True)
-def repetitions(st, keys):
-    """How many earlier positions (since the last capture, pawn move or pass) equal this one."""
+@njit(cache=True, inline="always")
+def _earlier_equal(st, keys, most):
+    """How many earlier positions (since the last capture, pawn move or pass) equal this one, counted up
+    to ``most`` (the search stops at the first)."""
     ply = st[ST_PLY]
     key = keys[ply]
     count = 0
@@ -575,19 +587,21 @@ def repetitions(st, keys):
     for i in range(4, back + 1, 2):
         if keys[ply - i] == key:
             count += 1
+            if count >= most:
+                break
     return count
+
+
+@njit(cache=True)
+def repetitions(st, keys):
+    """How many earlier positions (since the last capture, pawn move or pass) equal this one."""
+    return _earlier_equal(st, keys, HISTORY)
 
 
 @njit(cache=True)
 def is_repeated(st, keys):
     """Whether this position occurred before: the search scores a first repetition as a draw."""
-    ply = st[ST_PLY]
-    key = keys[ply]
-    back = min(st[ST_HALFMOVE], ply)
-    for i in range(4, back + 1, 2):
-        if keys[ply - i] == key:
-            return True
-    return False
+    return _earlier_equal(st, keys, 1) > 0
 
 
 @njit(cache=True)

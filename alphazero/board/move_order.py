@@ -28,7 +28,6 @@ from alphazero.board.bits import lsb, msb
 from alphazero.board.kernel import (
     BETWEEN,
     BISHOP,
-    BISHOP_EMPTY,
     CASTLE_BK,
     CASTLE_BQ,
     CASTLE_WK,
@@ -40,19 +39,19 @@ from alphazero.board.kernel import (
     LINE,
     MAX_MOVES,
     NO_SQUARE,
-    OCC_BLACK,
     OCC_WHITE,
     PAWN,
     PAWN_ATTACKS,
     QUEEN,
     ROOK,
-    ROOK_EMPTY,
     ST_CASTLING,
     ST_EP,
     ST_SIDE,
     WHITE,
     attackers,
     bishop_attacks,
+    en_passant_is_safe,
+    pinned_pieces,
     rook_attacks,
 )
 
@@ -106,25 +105,6 @@ def attacks_through(bb, colour, occupied):
     if king:
         attacks |= KING_ATTACKS[lsb(king)]
     return attacks
-
-
-@njit(cache=True)
-def pinned_pieces(bb, us):
-    """Our pieces that alone stand between our king and an enemy slider on its line."""
-    base = 6 * (1 - us)
-    ours = bb[OCC_WHITE + us]
-    occupied = bb[OCC_WHITE] | bb[OCC_BLACK]
-    king = lsb(bb[6 * us + KING])
-    pinned = np.uint64(0)
-    snipers = (ROOK_EMPTY[king] & (bb[base + ROOK] | bb[base + QUEEN])) | \
-        (BISHOP_EMPTY[king] & (bb[base + BISHOP] | bb[base + QUEEN]))
-    while snipers:
-        sniper = lsb(snipers)
-        snipers &= snipers - _ONE
-        blockers = BETWEEN[king, sniper] & occupied
-        if blockers and not blockers & (blockers - _ONE) and blockers & ours:
-            pinned |= blockers
-    return pinned
 
 
 @njit(cache=True)
@@ -252,17 +232,11 @@ def ordered_moves(bb, sq, st, out):
     ep = st[ST_EP]
     if ep != NO_SQUARE:
         # Each capturer, highest first, if its king is safe once both pawns have left their squares.
-        base = 6 * them
-        taken = ep - 8 if us == WHITE else ep + 8
         capturers = PAWN_ATTACKS[them, ep] & pawns
         while capturers:
             start = msb(capturers)
             capturers ^= _bit(start)
-            after = (occupied ^ _bit(start) ^ _bit(taken)) | _bit(ep)
-            if not (KNIGHT_ATTACKS[king] & bb[base + KNIGHT]) \
-                    and not (PAWN_ATTACKS[us, king] & (bb[base + PAWN] ^ _bit(taken))) \
-                    and not (bishop_attacks(king, after) & (bb[base + BISHOP] | bb[base + QUEEN])) \
-                    and not (rook_attacks(king, after) & (bb[base + ROOK] | bb[base + QUEEN])):
+            if en_passant_is_safe(bb, us, king, start, ep, occupied):
                 out[n] = _move(start, ep, 0)
                 n += 1
 

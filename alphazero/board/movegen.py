@@ -34,8 +34,10 @@ _NOT_FILE_H = _ALL & ~chess.BB_FILE_H
 _BACK_RANKS = chess.BB_RANK_1 | chess.BB_RANK_8
 
 
-def _attacked_by(board: chess.Board, color: chess.Color, occupied: int) -> int:
-    """Every square ``color`` attacks, sliders seeing through ``occupied`` (the mover's king removed)."""
+def attacks_through(board: chess.Board, color: chess.Color, occupied: int) -> int:
+    """Every square ``color`` attacks, its sliders seeing through ``occupied``: ``board.occupied`` for the
+    squares ``board.is_attacked_by`` names (the encoding's planes 17 and 18), the board without the
+    mover's king for the squares that king may not step to."""
     ours = board.occupied_co[color]
     pawns = board.pawns & ours
     if color == chess.WHITE:
@@ -64,6 +66,23 @@ def _attacked_by(board: chess.Board, color: chess.Color, occupied: int) -> int:
     return attacked
 
 
+def _lone_blockers(board: chess.Board, king: int, sliders: int, pieces: int) -> int:
+    """The ``pieces`` that stand alone between square ``king`` and one of the ``sliders`` aimed at it
+    along a rank, file or diagonal: with ``sliders`` the enemy's, our pinned pieces; with ``sliders``
+    ours and ``king`` the enemy king's square, the pieces whose move may give a discovered check."""
+    occupied = board.occupied
+    found = 0
+    snipers = (((_RANK[king][0] | _FILE[king][0]) & (board.rooks | board.queens))
+               | (_DIAG[king][0] & (board.bishops | board.queens))) & sliders
+    while snipers:
+        sniper = snipers.bit_length() - 1
+        snipers ^= 1 << sniper
+        between = _BETWEEN[king][sniper] & occupied
+        if between and not between & (between - 1):
+            found |= between & pieces
+    return found
+
+
 def legal_moves(board: chess.Board) -> list[chess.Move]:
     """Every legal move of the side to move (the set ``board.legal_moves`` gives; order differs).
 
@@ -77,7 +96,7 @@ def legal_moves(board: chess.Board) -> list[chess.Move]:
         return list(board.legal_moves)
     occupied = board.occupied
     king = king_bb.bit_length() - 1
-    enemy = _attacked_by(board, not us, occupied ^ king_bb)
+    enemy = attacks_through(board, not us, occupied ^ king_bb)
     checkers = board.attackers_mask(not us, king)
     moves: list[chess.Move] = []
     append = moves.append
@@ -96,15 +115,7 @@ def legal_moves(board: chess.Board) -> list[chess.Move]:
         allowed = _ALL
 
     # Pinned pieces may move only along the line through their king.
-    pinned = 0
-    snipers = (((_RANK[king][0] | _FILE[king][0]) & (board.rooks | board.queens))
-               | (_DIAG[king][0] & (board.bishops | board.queens))) & theirs
-    while snipers:
-        sniper = snipers.bit_length() - 1
-        snipers ^= 1 << sniper
-        between = _BETWEEN[king][sniper] & occupied
-        if between and not between & (between - 1):
-            pinned |= between & ours
+    pinned = _lone_blockers(board, king, theirs, ours)
     rays = _RAYS[king]
 
     not_ours = ~ours & allowed
@@ -232,15 +243,7 @@ def mating_move_index(board: chess.Board, moves: list[chess.Move]) -> int | None
     ours = board.occupied_co[us]
     occupied = board.occupied
     # Our pieces that alone stand between the enemy king and one of our sliders aimed at it.
-    discoverers = 0
-    snipers = (((_RANK[king][0] | _FILE[king][0]) & (board.rooks | board.queens))
-               | (_DIAG[king][0] & (board.bishops | board.queens))) & ours
-    while snipers:
-        sniper = snipers.bit_length() - 1
-        snipers ^= 1 << sniper
-        between = _BETWEEN[king][sniper] & occupied
-        if between and not between & (between - 1):
-            discoverers |= between & ours
+    discoverers = _lone_blockers(board, king, ours, ours)
     pawn_checks = _PAWN[not us][king]  # squares from which a pawn of ours attacks the king
     knight_checks = _KNIGHT[king]
     pawns, knights, kings = board.pawns, board.knights, board.kings

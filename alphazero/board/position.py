@@ -15,8 +15,8 @@ import numpy as np
 
 from alphazero.board import kernel as K
 
-# Board statuses the kernel cannot hold. Impossible or too many checkers are kept: the rules still
-# work there (python-chess's perft positions include such checks).
+# Board statuses the kernel can hold although python-chess flags them: impossible or too many checkers
+# (the rules still work there; python-chess's perft positions include such checks).
 _TOLERATED = chess.STATUS_TOO_MANY_CHECKERS | chess.STATUS_IMPOSSIBLE_CHECK
 _STATUS_TEXT = [
     (chess.STATUS_EMPTY, "the board is empty"),
@@ -36,7 +36,7 @@ _STATUS_TEXT = [
     (chess.STATUS_RACE_MATERIAL, "race material"),
 ]
 # Each castling right of the kernel and the rook square python-chess keeps it by.
-_CASTLING_ROOKS = [(K.CASTLE_WK, chess.BB_H1), (K.CASTLE_WQ, chess.BB_A1), (K.CASTLE_BK, chess.BB_H8),
+CASTLING_ROOKS = [(K.CASTLE_WK, chess.BB_H1), (K.CASTLE_WQ, chess.BB_A1), (K.CASTLE_BK, chess.BB_H8),
                    (K.CASTLE_BQ, chess.BB_A8)]
 # Moves kept free at the end of ``keys``/``undo`` for a search to make.
 SEARCH_RESERVE = 256
@@ -57,13 +57,35 @@ def move_to_chess(move: int) -> chess.Move:
     return chess.Move(move & 63, (move >> 6) & 63, promotion + 1 if promotion else None)
 
 
-def _check(board: chess.Board, what: str) -> None:
+def why_unsupported(board: chess.Board) -> str | None:
+    """Why the kernel cannot hold ``board`` (Chess960, an illegal setup), in words; None if it can."""
     if board.chess960:
-        raise ValueError(f"{what}: Chess960 castling is not supported by the compiled board")
+        return "Chess960 castling is not supported by the compiled board"
     status = board.status() & ~_TOLERATED
     if status:
-        reasons = [text for flag, text in _STATUS_TEXT if status & flag]
-        raise ValueError(f"{what}: {'; '.join(reasons) or 'not a legal position'}")
+        return "; ".join(text for flag, text in _STATUS_TEXT if status & flag) or "not a legal position"
+    return None
+
+
+def castling_bits(board: chess.Board) -> int:
+    """The kernel's ``ST_CASTLING`` bits for the board's (clean) castling rights."""
+    rights = board.clean_castling_rights()
+    return sum(bit for bit, rook in CASTLING_ROOKS if rights & rook)
+
+
+def replayed_start(board: chess.Board) -> tuple[chess.Board, list[chess.Move]]:
+    """Where a kernel position of ``board`` starts, and the moves it replays from there (oldest first).
+
+    The moves are the board's last ones since the last capture or pawn move (at most what the kernel's
+    history holds besides ``SEARCH_RESERVE``), so the kernel sees the repetitions python-chess does; a
+    null move in the stack stays a null move. Without such moves the start is ``board`` itself (read only).
+    """
+    replay = min(board.halfmove_clock, len(board.move_stack), K.HISTORY - SEARCH_RESERVE)
+    if not replay:
+        return board, []
+    start = board.copy(stack=replay)
+    moves = [start.pop() for _ in range(replay)][::-1]
+    return start, moves
 
 
 class Position:
@@ -87,16 +109,18 @@ class Position:
             board = chess.Board(fen)
         except ValueError as error:
             raise ValueError(f"illegal FEN {fen!r}: {error}") from None
-        _check(board, f"illegal FEN {fen!r}")
+        reason = why_unsupported(board)
+        if reason:
+            raise ValueError(f"illegal FEN {fen!r}: {reason}")
         return cls._from_plain(board)
 
     @classmethod
     def from_board(cls, board: chess.Board) -> Position:
         """The board's position, with its reversible recent moves replayed for repetitions."""
-        _check(board, f"position {board.fen()!r}")
-        replay = min(board.halfmove_clock, len(board.move_stack), K.HISTORY - SEARCH_RESERVE)
-        start = board.copy(stack=replay)
-        moves = [start.pop() for _ in range(replay)][::-1]
+        reason = why_unsupported(board)
+        if reason:
+            raise ValueError(f"position {board.fen()!r}: {reason}")
+        start, moves = replayed_start(board)
         position = cls._from_plain(start)
         for move in moves:
             if move:
@@ -114,10 +138,9 @@ class Position:
             position.sq[square] = code
             position.bb[code] |= np.uint64(1 << square)
             position.bb[K.OCC_WHITE + code // 6] |= np.uint64(1 << square)
-        rights = board.clean_castling_rights()
         st = position.st
         st[K.ST_SIDE] = K.WHITE if board.turn == chess.WHITE else K.BLACK
-        st[K.ST_CASTLING] = sum(bit for bit, rook in _CASTLING_ROOKS if rights & rook)
+        st[K.ST_CASTLING] = castling_bits(board)
         st[K.ST_EP] = K.NO_SQUARE
         if board.ep_square is not None:
             # Kept only where a pawn of the side to move stands ready (the kernel's invariant).
@@ -147,7 +170,7 @@ class Position:
         st = self.st
         board.turn = chess.WHITE if st[K.ST_SIDE] == K.WHITE else chess.BLACK
         rights = int(st[K.ST_CASTLING])
-        board.castling_rights = sum(rook for bit, rook in _CASTLING_ROOKS if rights & bit)
+        board.castling_rights = sum(rook for bit, rook in CASTLING_ROOKS if rights & bit)
         board.ep_square = None if st[K.ST_EP] == K.NO_SQUARE else int(st[K.ST_EP])
         board.halfmove_clock = int(st[K.ST_HALFMOVE])
         board.fullmove_number = int(st[K.ST_FULLMOVE])

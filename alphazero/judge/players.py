@@ -38,7 +38,7 @@ from alphazero.config import SearchConfig
 from alphazero.errors import InputError, UserError
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.network import PolicyValueNet, load_network
-from alphazero.search.compiled_mcts import build_search
+from alphazero.search.factory import build_search
 
 PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
 

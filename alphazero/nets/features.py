@@ -70,11 +70,11 @@ loaded two-core machine (so upper bounds): ``all`` 0.2-0.25 us, ``all+pv`` about
 about 1 us, all ten blocks but ``ka`` together about 4 us. Each block's indices come out already sorted
 (pairs by a short insertion sort per rank or file), so a search can diff a parent's and a child's lists
 by a merge. ``@njit(cache=True)``; Numba checks a cache entry against its own
-source file only, so after editing ``alphazero/board/kernel.py`` or ``bits.py`` delete
+source file only, so after editing ``alphazero/board/kernel.py``, ``bits.py`` or ``fen.py`` delete
 ``alphazero/nets/__pycache__/features*`` too.
 
 ``batch_features(fens_or_boards, fs) -> FeatureBatch`` does both perspectives of many positions in
-compiled code (FENs are parsed there, without python-chess) into CSR arrays, what
+compiled code (FENs are parsed there by ``alphazero.board.fen``, without python-chess) into CSR arrays, what
 ``torch.nn.EmbeddingBag(mode="sum")`` takes: ``stm_index`` int32 [T] with ``stm_offsets`` int64
 [P + 1] (position i's features are ``stm_index[stm_offsets[i]:stm_offsets[i + 1]]``), the same for
 ``nstm_*``. About 6 s for a million FENs with ``all`` or ``all+pv`` (28 s with every block), the same
@@ -92,6 +92,7 @@ import numpy as np
 from numba import njit
 
 from alphazero.board.bits import lsb, popcount
+from alphazero.board.fen import pack_fens, parse_fen
 from alphazero.board.kernel import (
     BLACK,
     EMPTY,
@@ -527,82 +528,7 @@ def active_features(bb, sq, st, block_ids, block_offsets, perspective, out):
 
 
 # ----------------------------------------------------------------------------------------------
-# FENs parsed in compiled code, and the batch extractor.
-
-_PIECE_CODE = np.full(128, -1, np.int64)  # ASCII letter -> piece code
-for _code, _letter in enumerate("PNBRQKpnbrqk"):
-    _PIECE_CODE[ord(_letter)] = _code
-
-
-@njit(cache=True)
-def _parse_fen(text, start, end, bb, sq, st):
-    """Fill ``bb``/``sq``/``st`` (side and en-passant square only) from the FEN in ``text[start:end]``
-    (uint8). Returns False for a FEN that does not parse or breaks the bounds ``max_active`` relies
-    on: 8 ranks of 8 squares, one king a side, at most 16 pieces and 8 pawns a side, no pawn on a
-    back rank, an en-passant square just behind a pawn that could have pushed two."""
-    for i in range(14):
-        bb[i] = 0
-    for i in range(64):
-        sq[i] = EMPTY
-    for i in range(ST_SIZE):
-        st[i] = 0
-    rank = 7
-    file = 0
-    i = start
-    while i < end and text[i] != 32:
-        c = text[i]
-        i += 1
-        if c == 47:  # '/'
-            if file != 8 or rank == 0:
-                return False
-            rank -= 1
-            file = 0
-        elif 49 <= c <= 56:  # '1'..'8'
-            file += c - 48
-            if file > 8:
-                return False
-        else:
-            code = _PIECE_CODE[c] if c < 128 else -1
-            if code < 0 or file >= 8:
-                return False
-            square = 8 * rank + file
-            sq[square] = code
-            bit = _ONE << np.uint64(square)
-            bb[code] |= bit
-            bb[OCC_WHITE + code // 6] |= bit
-            file += 1
-    if rank != 0 or file != 8 or i + 1 == end or (i + 2 < end and text[i + 2] != 32):
-        return False
-    side = text[i + 1] if i < end else 119  # python-chess takes a bare board as White to move
-    if side == 119:  # 'w'
-        st[ST_SIDE] = WHITE
-    elif side == 98:  # 'b'
-        st[ST_SIDE] = BLACK
-    else:
-        return False
-    i += 3
-    while i < end and text[i] != 32:  # castling rights (optional): features do not use them
-        i += 1
-    i += 1
-    st[ST_EP] = NO_SQUARE
-    if i < end and text[i] != 45:  # an en-passant square (optional), not '-'
-        if i + 1 >= end or not (97 <= text[i] <= 104) or not (49 <= text[i + 1] <= 56):
-            return False
-        ep = 8 * (np.int64(text[i + 1]) - 49) + (np.int64(text[i]) - 97)
-        us = st[ST_SIDE]
-        pushed = ep - 8 if us == WHITE else ep + 8  # the pawn that moved two
-        origin = ep + 8 if us == WHITE else ep - 8
-        if (ep >> 3) != (5 if us == WHITE else 2) or sq[ep] != EMPTY or sq[origin] != EMPTY \
-                or sq[pushed] != 6 * (1 - us) + PAWN:
-            return False
-        st[ST_EP] = ep
-    back_ranks = np.uint64(0xFF000000000000FF)
-    for colour in range(2):
-        if popcount(bb[6 * colour + KING]) != 1 or popcount(bb[OCC_WHITE + colour]) > 16 \
-                or popcount(bb[6 * colour + PAWN]) > 8 or bb[6 * colour + PAWN] & back_ranks:
-            return False
-    return True
-
+# The batch extractor, over FENs parsed in compiled code (``alphazero.board.fen``).
 
 @njit(cache=True)
 def _batch_from_fens(text, starts, first, last, block_ids, block_offsets, max_active,
@@ -617,7 +543,7 @@ def _batch_from_fens(text, starts, first, last, block_ids, block_offsets, max_ac
     ns = 0
     nn = 0
     for i in range(first, last):
-        if not _parse_fen(text, starts[i], starts[i + 1], bb, sq, st):
+        if not parse_fen(text, starts[i], starts[i + 1], bb, sq, st):
             return i, ns, nn
         k = active_features(bb, sq, st, block_ids, block_offsets, 0, scratch)
         stm_index[ns:ns + k] = scratch[:k]
@@ -673,11 +599,7 @@ def batch_features(fens_or_boards: Iterable[str | chess.Board], fs: FeatureSet, 
     than chess allows. ``chunk`` (positions per compiled call) is for tests; 0 picks one."""
     fens = [_fen_of(item) for item in fens_or_boards]
     num = len(fens)
-    encoded = [fen.strip().encode("ascii", "replace") for fen in fens]
-    lengths = np.fromiter((len(e) for e in encoded), np.int64, count=num)
-    starts = np.zeros(num + 1, np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    text = np.frombuffer(b"".join(encoded), np.uint8) if num else np.zeros(0, np.uint8)
+    text, starts = pack_fens(fens)
     if chunk <= 0:
         chunk = max(256, (1 << 22) // fs.max_active)
     stm_parts, nstm_parts = [], []

@@ -18,7 +18,8 @@ import numpy as np
 from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH, RESIGNATION, game_pgn, result_string, terminal_status
 from alphazero.config import SearchConfig, SelfPlayConfig
-from alphazero.search.compiled_mcts import CompiledGameTree, build_search
+from alphazero.search.compiled.tree import CompiledGameTree
+from alphazero.search.factory import build_search
 from alphazero.search.mcts import Evaluator, GameTree
 from alphazero.search.records import GameRecord
 

@@ -1,4 +1,4 @@
-"""The compiled search (``alphazero.search.compiled_mcts``) and its board pieces, against their oracles.
+"""The compiled search (``alphazero.search.compiled``) and its board pieces, against their oracles.
 
 The Python search (``alphazero.search.mcts``) is the oracle of the compiled one: with the same
 deterministic evaluator and the same seeds both must return the same moves, visit counts, priors, root
@@ -23,8 +23,12 @@ from alphazero.board.movegen import legal_moves
 from alphazero.board.position import Position, move_to_chess
 from alphazero.config import SearchConfig
 from alphazero.nets.evaluator import UniformEvaluator, masked_softmax
-from alphazero.search import compiled_mcts as C
-from alphazero.search.compiled_mcts import CompiledGameTree, CompiledMCTS, UniformPlaneEvaluator
+from alphazero.search.compiled import tree as C
+from alphazero.search.compiled.batch import CompiledMCTS, UniformPlaneEvaluator
+from alphazero.search.compiled.expansion import softmax_over
+from alphazero.search.compiled.root import choose_moves
+from alphazero.search.compiled.tree import CompiledGameTree
+from alphazero.search.factory import build_search
 from alphazero.search.mcts import MCTS, GameTree, choose_move_index
 
 SPECIAL_FENS = [
@@ -109,7 +113,7 @@ def test_numpy_exact_softmax_and_move_choice() -> None:
         actions = rng.choice(encoding.NUM_ACTIONS, size=count, replace=False)
         logits = (rng.standard_normal(encoding.NUM_ACTIONS) * rng.choice([0.0, 0.1, 3.0, 30.0])).astype(np.float32)
         edges_i[0, :count, C.EI_ACTION] = actions
-        C.softmax_over(logits, edges_i, edges_f, 0, 0, count, scratch)
+        softmax_over(logits, edges_i, edges_f, 0, 0, count, scratch)
         expected = masked_softmax(logits[None], [actions])[0]
         assert np.array_equal(edges_f[0, :count, C.EF_PRIOR].astype(np.float32), expected)
     for trial in range(2000):
@@ -121,8 +125,8 @@ def test_numpy_exact_softmax_and_move_choice() -> None:
         expected = choose_move_index(counts, temperature, np.random.default_rng(seed))
         uniform = np.random.default_rng(seed).random() if temperature > 0 else 0.0
         chosen = np.zeros(1, np.int64)
-        C.choose_moves(counts.astype(np.int64), np.array([0, count]), np.array([temperature]), np.array([uniform]),
-                       chosen)
+        choose_moves(counts.astype(np.int64), np.array([0, count]), np.array([temperature]), np.array([uniform]),
+                     chosen)
         assert chosen[0] == expected
 
 
@@ -255,7 +259,7 @@ def tree_statistics_are_exact(search: CompiledMCTS, tree: CompiledGameTree) -> i
     """Every expanded node has N = 1 + sum N(s, a) and W(s, a) = -W(child); no node waits for the network
     and no virtual loss is left behind. Returns the number of nodes."""
     f = search.forest
-    g = tree._slot
+    g = tree.slot
     nodes = int(f.trees[g, C.T_NUM_NODES])
     for node in range(nodes):
         state = f.nodes_i[g, node, C.NI_STATE]
@@ -321,7 +325,7 @@ def test_terminal_positions_are_scored_and_finished_games_refused() -> None:
     search.search([tree])
     assert tree_statistics_are_exact(search, tree) > 5
     repeat = chess.Move.from_uci("b8c6")
-    f, g = search.forest, tree._slot
+    f, g = search.forest, tree.slot
     start = f.nodes_i[g, 0, C.NI_EDGE_START]
     index = [move_to_chess(m) for m in f.edges_i[g, start:start + f.nodes_i[g, 0, C.NI_NUM_EDGES], C.EI_MOVE]]
     child = f.edges_i[g, start + index.index(repeat), C.EI_CHILD]
@@ -416,11 +420,11 @@ def test_a_failed_network_call_leaves_trees_that_search_again_and_large_rounds_a
 
 
 def test_build_search_picks_the_compiled_search_where_it_applies() -> None:
-    search, new_tree = C.build_search(HashNetwork(), SearchConfig())
+    search, new_tree = build_search(HashNetwork(), SearchConfig())
     assert isinstance(search, CompiledMCTS) and new_tree is CompiledGameTree
-    search, new_tree = C.build_search(HashNetwork(), SearchConfig(algorithm="gumbel"))
+    search, new_tree = build_search(HashNetwork(), SearchConfig(algorithm="gumbel"))
     assert isinstance(search, MCTS) and new_tree is GameTree
-    search, new_tree = C.build_search(UniformEvaluator(), SearchConfig())  # no forward(): the Python search
+    search, new_tree = build_search(UniformEvaluator(), SearchConfig())  # no forward(): the Python search
     assert isinstance(search, MCTS)
     with pytest.raises(ValueError, match="implementation"):
-        C.build_search(HashNetwork(), SearchConfig(), implementation="fast")
+        build_search(HashNetwork(), SearchConfig(), implementation="fast")
