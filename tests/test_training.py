@@ -249,8 +249,7 @@ def test_two_node_cluster_places_selfplay_on_both_nodes(tmp_path: Path) -> None:
 def test_actor_start_is_retried_then_fails_with_a_clear_error(tmp_path: Path) -> None:
     import ray
 
-    from workers.cluster import start_ray
-    from workers.driver import ACTOR_START_ATTEMPTS, Driver, RunError
+    from workers.cluster import ACTOR_START_ATTEMPTS, RunError, start_actor, start_ray
 
     # Defined here so that Ray ships it by value (the test module is not importable by its workers).
     class _FlakyActor:
@@ -269,19 +268,21 @@ def test_actor_start_is_retried_then_fails_with_a_clear_error(tmp_path: Path) ->
     assert start_ray(None, num_cpus=1, object_store_memory_mb=100, log_to_driver=False)
     try:
         events: list[dict] = []
-        driver = Driver.__new__(Driver)  # only the run's event log is needed here
-        driver.run = type("Run", (), {"log_event": lambda self, name, **fields: events.append({"event": name, **fields})})()
+
+        def log_event(name: str, **fields) -> None:
+            events.append({"event": name, **fields})
+
         cls = ray.remote(num_cpus=0, max_restarts=0)(_FlakyActor)
 
         counter = tmp_path / "one-death"
-        _, info = driver._start_actor("flaky", lambda: cls.remote(str(counter), 1), timeout=60)
+        _, info = start_actor("flaky", lambda: cls.remote(str(counter), 1), timeout=60, log_event=log_event)
         assert info == {"attempt": 2}
         assert [e["attempt"] for e in events if e["event"] == "actor_start_failed"] == [1]
 
         events.clear()
         counter = tmp_path / "always-dies"
         with pytest.raises(RunError, match="flaky actor failed to start"):
-            driver._start_actor("flaky", lambda: cls.remote(str(counter), 99), timeout=60)
+            start_actor("flaky", lambda: cls.remote(str(counter), 99), timeout=60, log_event=log_event)
         assert int(counter.read_text()) == ACTOR_START_ATTEMPTS
     finally:
         ray.shutdown()
@@ -392,7 +393,8 @@ def test_a_failed_write_stops_the_run_with_one_line_and_resume_works(tmp_path: P
     import errno
 
     import alphazero.learn.replay
-    from workers.driver import RunError, run_training
+    from workers.cluster import RunError
+    from workers.driver import run_training
 
     real_write = alphazero.learn.replay.atomic_write
     calls = {"n": 0}
