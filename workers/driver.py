@@ -252,6 +252,7 @@ class Driver:
 
     def _abandon_arena(self, error: BaseException) -> None:
         generation = self._pending_arena().generation
+        ray.kill(self.arena_worker)  # one that failed in its code still holds two networks
         self.run.log_event("arena_failed", generation=generation, error=str(error)[:2000])
         self.progress.message(f"[gen {generation}] arena failed ({type(error).__name__}); the next candidate gets a new one")
         self.state.pending_arena = None
@@ -427,12 +428,11 @@ class Driver:
             reason = "interrupted"
         finally:
             state.elapsed_s = elapsed_before + time.monotonic() - started
-            if self.train_ref is not None:
-                try:  # let the learner finish and save the steps it is on
-                    record = ray.get(self.train_ref, timeout=600)
-                    state.learner_step, state.samples_trained = record["step"], record["samples_trained"]
-                except Exception:
-                    pass
+            try:  # after the call it is on (an actor's calls run in order): the steps it has saved
+                info = ray.get(self.learner.info.remote(), timeout=600)
+                state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
+            except Exception:
+                pass  # a dead learner: its last save is what a resume reloads
             try:
                 run.write_state(state)
             except OSError:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
 
 
 class Progress:
     """One status line: rewritten in place on a terminal, printed every ``interval`` s otherwise."""
 
-    def __init__(self, stream=sys.stderr, interval: float = 10.0) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
+    def __init__(self, stream: TextIO | None = None, interval: float = 10.0) -> None:
+        self.stream = stream or sys.stderr  # the one of the moment (a caller may have replaced sys.stderr)
+        self.tty = self.stream.isatty()
         self.interval = 1.0 if self.tty else interval
         self.last = 0.0
 
