@@ -196,17 +196,6 @@ def test_a_config_larger_than_the_machine_is_refused_before_anything_starts(tmp_
 # ------------------------------------------------------------------------------ runs on the shared cluster
 
 
-def test_two_node_cluster_places_selfplay_on_both_nodes(cluster, tmp_path: Path) -> None:
-    from workers.driver import run_training
-
-    config = load_config(SMOKE, ["workers.num_selfplay_workers=2", "max_generations=1"])
-    run_dir = tmp_path / "run"
-    state = run_training(config, run_dir, address=cluster.address)
-    assert state.generation == 1
-    nodes = {e["node_id"] for e in run_events(run_dir, "selfplay_started")}
-    assert len(nodes) == 2, nodes
-
-
 def test_actor_start_is_retried_then_fails_with_a_clear_error(cluster, tmp_path: Path) -> None:
     import ray
 
@@ -290,11 +279,11 @@ def test_a_failed_write_stops_the_run_with_one_line_and_resume_works(cluster, tm
     assert resumed.generation == 2 and resumed.games > state.games
 
 
-def test_an_arena_worker_that_dies_is_replaced_and_an_arena_that_fails_is_abandoned(cluster, tmp_path: Path,
-                                                                                   monkeypatch) -> None:
-    """Generation 1: the first arena worker dies after one game; its replacement plays the three missing
-    games. Generation 2: the first arena's worker fails (an error in its code); that arena is abandoned,
-    and the next candidate's arena decides the generation."""
+def test_selfplay_spreads_over_both_nodes_and_a_dead_or_failing_arena_worker_loses_no_game(cluster, tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    """Two self-play actors, one on each node. Generation 1: the first arena worker dies after one game;
+    its replacement plays the three missing games. Generation 2: the first arena's worker fails (an error
+    in its code); that arena is abandoned, and the next candidate's arena decides the generation."""
     import workers.driver
     from workers.actors import ArenaWorker
 
@@ -319,8 +308,10 @@ def test_an_arena_worker_that_dies_is_replaced_and_an_arena_that_fails_is_abando
     monkeypatch.setattr(workers.driver, "ArenaWorker", _FailingArenaWorker)
     run_dir = tmp_path / "run"
     # One game at a time: the first play call returns when game 0 ends.
-    config = load_config(SMOKE, ["max_generations=2", "arena.concurrency=1"])
+    config = load_config(SMOKE, ["max_generations=2", "arena.concurrency=1", "workers.num_selfplay_workers=2"])
     state = workers.driver.run_training(config, run_dir, address=cluster.address)
+    nodes = {e["node_id"] for e in run_events(run_dir, "selfplay_started")}
+    assert len(nodes) == 2, nodes
 
     given = {path.name: json.loads(path.read_text()) for path in marks.iterdir()}
     assert given == {"1-0": [0, 1, 2, 3], "1-1": [1, 2, 3], "2-0": [0, 1, 2, 3], "2-1": [0, 1, 2, 3]}
