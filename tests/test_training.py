@@ -69,8 +69,8 @@ def smoke_run(cluster, tmp_path_factory) -> Path:
     torch.manual_seed(123)
     save_network(PolicyValueNet(load_config(SMOKE).network), base / "init.pt")
     run_dir = base / "run"
-    result = run_to_end(train_command(run_dir, "--init", str(base / "init.pt"), *(f"--set={s}" for s in SMOKE_SETTINGS),
-                                 address=cluster.address))
+    settings = [f"--set={setting}" for setting in SMOKE_SETTINGS]
+    result = run_to_end(train_command(run_dir, "--init", str(base / "init.pt"), *settings, address=cluster.address))
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
 
