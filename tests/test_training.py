@@ -350,6 +350,7 @@ def test_killed_actors_are_replaced_and_ctrl_c_stops_the_run_with_its_state_save
             return len(starts) == 2 and "arena" in kinds[starts[1]:]
 
         wait_for(arena_after_the_new_learner, 120, "an arena decided after the learner came back")
+        wait_for(lambda: len(run_events(run_dir, "selfplay_started")) == 2, 120, "the new self-play actor")
         process.send_signal(signal.SIGINT)  # Ctrl-C
         out, err = process.communicate(timeout=120)
     finally:
