@@ -1,17 +1,45 @@
-"""Settings every test process needs before anything in it touches Ray.
+"""Settings every test process needs before anything in it touches Ray, and the one warm-up compile.
 
 Ray reads its token-authentication mode once per process: a test that started Ray with the default
 mode and a later one that set ``RAY_AUTH_MODE=disabled`` made every actor of the second Ray die
 unstarted ("cancelled before it started running"). So the mode is fixed here, for the whole session
 and for every subprocess the tests start.
+
+``compiled_search``: the compiled search (numba) that self-play and arena actors run, compiled once in
+this process, or loaded from numba's cache, before a test starts actors. In a fresh clone every actor
+would otherwise compile it at the same time, each for tens of seconds on the same two cores.
+
+``one_line_error``: a command run in-process that must fail as a user's mistake does (exit 2, one line).
 """
 
 import os
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 os.environ["RAY_AUTH_MODE"] = "disabled"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+SMOKE = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+
+
+@pytest.fixture(scope="session")
+def compiled_search() -> None:
+    import chess
+
+    from alphazero.config import load_config
+    from alphazero.judge.players import MCTSPlayer
+    from alphazero.nets.evaluator import NetworkEvaluator
+    from alphazero.nets.network import PolicyValueNet
+    from alphazero.search.selfplay import SelfPlayer
+
+    config = load_config(SMOKE)
+    net = PolicyValueNet(config.network)
+    player = SelfPlayer(NetworkEvaluator(net, backend=config.search.backend), config.search, config.selfplay, seed=0)
+    player.play(1, max_seconds=30.0)
+    arena = replace(config.search, num_simulations=config.arena.num_simulations)
+    MCTSPlayer(net, arena).choose_moves([chess.Board(), chess.Board("4k3/8/8/8/8/8/8/R3K3 w Q - 0 1")])
 
 
 @pytest.fixture()

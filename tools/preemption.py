@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -28,30 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from alphazero.checkpoint import RunDirectory, read_jsonl  # noqa: E402
 from alphazero.learn.replay import read_shard, shard_paths  # noqa: E402
-
-
-def _session_pids(session: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getsid(int(entry.name)) == session:
-                    pids.append(int(entry.name))
-            except (ProcessLookupError, PermissionError):
-                continue
-    return pids
-
-
-def _kill_session(process: subprocess.Popen) -> None:
-    for pid in _session_pids(process.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait(timeout=60)
-    deadline = time.time() + 60
-    while _session_pids(process.pid) and time.time() < deadline:
-        time.sleep(0.2)
+from tools.sessions import kill_session  # noqa: E402
 
 
 def main() -> int:
@@ -83,7 +58,7 @@ def main() -> int:
                 process.wait(timeout=gap)
                 break  # the run ended by itself
             except subprocess.TimeoutExpired:
-                _kill_session(process)
+                kill_session(process, timeout=60)
                 kills += 1
                 print(f"kill {kills} at {(time.monotonic() - started) / 60:.1f} min", file=log, flush=True)
                 resumed = True

@@ -1,8 +1,9 @@
 """Thin Ray wrappers around the core classes: self-play, learner and arena.
 
-Each class here is plain Python around an ``alphazero`` core object; ``workers.driver`` turns them
-into actors with ``ray.remote(**options)(Class)``. An actor keeps no state Ray must restore: a new
-self-play actor starts from the weights it is given, a new learner reloads ``learner.pt``.
+Each class here is plain Python around an ``alphazero`` core object; ``workers.driver`` (and
+``workers.pool`` for self-play) turns them into actors with ``ray.remote(**options)(Class)``. An actor
+keeps no state Ray must restore: a new self-play actor starts from the weights it is given, a new
+learner reloads ``learner.pt``, a new arena worker gets the games still missing.
 """
 
 from __future__ import annotations
@@ -15,14 +16,7 @@ import torch
 
 from alphazero.checkpoint import RunDirectory, append_jsonl
 from alphazero.config import RunConfig
-from alphazero.judge.arena import (
-    GameResult,
-    Match,
-    Opening,
-    ScheduledGame,
-    book_openings,
-    random_openings,
-)
+from alphazero.judge.arena import GameResult, Match, ScheduledGame
 from alphazero.judge.players import MCTSPlayer
 from alphazero.learn.curves import Curves
 from alphazero.learn.replay import shard_paths
@@ -138,16 +132,6 @@ class LearnerWorker:
     def save_network(self, path: str, metadata: dict[str, Any]) -> str:
         save_network(self.learner.get_network(), path, metadata)
         return path
-
-
-def arena_openings(config: RunConfig, generation: int) -> list[Opening]:
-    """The openings of generation ``generation``'s arena (half as many as games: each is a pair)."""
-    arena = config.arena
-    pairs = arena.games // 2
-    seed = config.seed * 100_003 + generation
-    if arena.opening_book:
-        return book_openings(arena.opening_book, pairs, plies=max(arena.random_opening_plies, 1), seed=seed)
-    return random_openings(pairs, arena.random_opening_plies, seed=seed)
 
 
 class ArenaWorker:

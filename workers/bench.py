@@ -11,8 +11,7 @@ import ray
 from alphazero.config import RunConfig
 from alphazero.nets.network import PolicyValueNet, net_to_payload
 from workers.actors import SelfPlayWorker
-from workers.cluster import start_ray
-from workers.driver import check_fits
+from workers.cluster import check_fits, start_ray
 
 
 def selfplay_throughput(config: RunConfig, num_actors: int, seconds: float, warmup: float = 10.0) -> dict[str, Any]:

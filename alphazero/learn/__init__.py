@@ -1,2 +1,3 @@
-"""Learning: replay shards and the sampling window (``replay``), the learner (``train``), learning-health
-reports (``diagnose``) and live curves (``curves``)."""
+"""Learning: replay shards and the sampling window (``replay``), the learner (``train``), a training run's
+decisions (``run``: resume checks, training pace, stop), learning-health reports (``diagnose``) and live
+curves (``curves``)."""

@@ -38,6 +38,7 @@ from alphazero.nets.network import (
     net_to_payload,
 )
 
+LEARNER_FORMAT = "alphazero-chess-learner"
 LEARNER_FORMAT_VERSION = 1
 
 
@@ -94,6 +95,15 @@ def make_optimizer(net: torch.nn.Module, config: TrainConfig) -> torch.optim.Opt
         return torch.optim.AdamW(net.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     return torch.optim.SGD(net.parameters(), lr=config.learning_rate, momentum=config.momentum,
                            weight_decay=config.weight_decay, nesterov=config.momentum > 0)
+
+
+def check_learner_state(state: Any, source: str = "learner state") -> None:
+    """Raise ``InputError`` naming ``source`` unless ``state`` is a learner state file of this version
+    (its header only: ``Learner.load_state_dict`` checks the rest when it loads it)."""
+    if not isinstance(state, dict) or state.get("format") != LEARNER_FORMAT:
+        raise InputError(f"{source}: not a learner state file")
+    if state.get("format_version") != LEARNER_FORMAT_VERSION:
+        raise InputError(f"{source}: learner format_version {state.get('format_version')!r}, expected {LEARNER_FORMAT_VERSION}")
 
 
 class Learner:
@@ -183,7 +193,7 @@ class Learner:
         """Everything a resume needs, as tensors and primitives (loadable with ``weights_only=True``)."""
         rng_state = self.rng.bit_generator.state
         return {
-            "format": "alphazero-chess-learner",
+            "format": LEARNER_FORMAT,
             "format_version": LEARNER_FORMAT_VERSION,
             "network": self.get_weights(),
             "optimizer": self.optimizer.state_dict(),
@@ -196,10 +206,7 @@ class Learner:
         }
 
     def load_state_dict(self, state: dict[str, Any], source: str = "learner state") -> None:
-        if not isinstance(state, dict) or state.get("format") != "alphazero-chess-learner":
-            raise InputError(f"{source}: not a learner state file")
-        if state.get("format_version") != LEARNER_FORMAT_VERSION:
-            raise InputError(f"{source}: learner format_version {state.get('format_version')!r}, expected {LEARNER_FORMAT_VERSION}")
+        check_learner_state(state, source)
         # Build everything in fresh objects first, so a bad file leaves this learner untouched.
         try:
             net = net_from_payload(state["network"], source)
