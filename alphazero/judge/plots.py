@@ -14,6 +14,18 @@ from alphazero.fileio import atomic_write
 from alphazero.judge.elo import Rating
 
 
+def _save_png(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` as a PNG, atomically, and free it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    try:
+        atomic_write(path, lambda handle: fig.savefig(handle, dpi=100, format="png"))
+    finally:
+        plt.close(fig)
+    return path
+
+
 def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
     """Two panels: each arena's Elo of candidate vs best with its 95% interval (promotions marked),
     and the Elo of the best network by generation, chained through the promotions' arena results."""
@@ -43,12 +55,7 @@ def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
     bottom.step([g for g, _ in chain], [e for _, e in chain], where="post", color="tab:blue")
     bottom.set_xlabel("generation")
     bottom.set_ylabel("best network (Elo vs gen 0, chained)")
-    fig.tight_layout()
-    try:
-        atomic_write(path, lambda handle: fig.savefig(handle, dpi=100, format="png"))
-    finally:
-        plt.close(fig)
-    return path
+    return _save_png(fig, path)
 
 
 def plot_ratings(ratings: dict[str, Rating], generation_numbers: dict[str, int], anchors: Sequence[str],
@@ -78,9 +85,4 @@ def plot_ratings(ratings: dict[str, Rating], generation_numbers: dict[str, int],
     axes.set_title("Elo by generation (maximum likelihood over all games)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
-    fig.tight_layout()
-    try:
-        atomic_write(path, lambda handle: fig.savefig(handle, dpi=100, format="png"))
-    finally:
-        plt.close(fig)
-    return path
+    return _save_png(fig, path)
