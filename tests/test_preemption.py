@@ -56,8 +56,8 @@ def test_sigkills_at_any_moment_lose_nothing_and_the_resumed_run_goes_on_to_its_
 
     Kill 1 lands at a seeded random moment after the run has saved games in flight and finished games;
     while that run lives, a second driver on the same directory is refused. Kill 2 lands in the middle
-    of an arena, once the resumed run has saved a game of it. The last resume runs two self-play actors instead of one, with a nearer goal: the
-    generation of that arena.
+    of an arena, once the resumed run has saved a game of it. The last resume runs two self-play actors
+    instead of one, with a nearer goal: the generation of that arena.
     """
     rng = random.Random(2026)
     run_dir = tmp_path / "run"
