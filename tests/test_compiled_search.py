@@ -30,15 +30,10 @@ from alphazero.search.compiled.root import choose_moves
 from alphazero.search.compiled.tree import CompiledGameTree
 from alphazero.search.factory import build_search
 from alphazero.search.mcts import MCTS, GameTree, choose_move_index
+from tests.test_encoding import SPECIAL_FENS as ENCODING_SPECIAL_FENS
 
 SPECIAL_FENS = [
-    "4k3/1P6/8/8/8/8/6p1/4K3 w - - 0 1",  # promotions both ways
-    "r1n1k3/1P6/8/8/8/8/8/4K3 w - - 0 1",  # capture-promotions to both sides
-    "4k3/8/8/8/8/8/1p6/R1N1K3 b - - 0 1",  # Black capture-promotions
-    "r3k2r/pppppppp/8/8/8/8/PPPPPPPP/R3K2R w KQkq - 0 1",  # both castles, White
-    "r3k2r/pppppppp/8/8/8/8/PPPPPPPP/R3K2R b KQkq - 0 1",  # both castles, Black
-    "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 3",  # White en passant
-    "rnbqkbnr/pppp1ppp/8/8/3PpP2/8/PPP1P1PP/RNBQKBNR b KQkq f3 0 3",  # Black en passant
+    *ENCODING_SPECIAL_FENS,  # promotions, capture-promotions, both castles and en passant for each side
     "8/8/8/KPp4r/8/8/8/6k1 w - c6 0 1",  # en passant that would expose the king along the rank
     "8/8/3k4/8/1pP5/8/8/4K2Q b - c3 0 1",  # en passant
     "4k3/8/8/2KPp2r/8/8/8/8 w - e6 0 1",  # en passant that would open the rank to the king
