@@ -6,6 +6,8 @@ core class runs, and is tested, without a cluster. Inside it the rooms stand on 
 ``search`` < ``judge`` < ``learn`` and ``serve`` (peers) < ``bench``, then ``workers`` < ``commands``. A
 module may import its own room and the floors below it, never a floor above or another room on its own
 floor. Every import counts, those inside functions too: a lazy import upward is still an upward dependency.
+
+Also a house rule that reading finds: every attribute of an object is first set in its ``__init__``.
 """
 
 from __future__ import annotations
@@ -115,6 +117,42 @@ def test_the_floor_check_sees_an_upward_import(tmp_path: Path) -> None:
     assert [room(target) for target in found] == [None, "alphazero.learn", "alphazero.board", "ground", "alphazero.judge"]
     assert floor(room("alphazero.learn.replay")) > floor(search) > floor(room("alphazero.board.encoding")) > 0
     assert room("alphazero.config") == room("alphazero.errors") == "ground"
+
+
+def attributes_first_set_outside_init(source: str) -> list[str]:
+    """``Class.attr (method:line)`` for every ``self.attr`` a method other than ``__init__`` assigns while
+    neither ``__init__`` nor the class body does (dataclasses declare theirs in the body)."""
+    found = []
+    for cls in (node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ClassDef)):
+        declared = {target.id for node in cls.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(target, ast.Name)}
+        first: dict[str, tuple[str, int]] = {}
+        for method in (node for node in cls.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in ast.walk(method):
+                targets = (node.targets if isinstance(node, ast.Assign)
+                           else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+                for target in (item for t in targets for item in (t.elts if isinstance(t, ast.Tuple) else [t])):
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                        if method.name == "__init__":
+                            declared.add(target.attr)
+                        else:
+                            first.setdefault(target.attr, (method.name, node.lineno))
+        found += [f"{cls.name}.{attr} ({method}:{line})" for attr, (method, line) in first.items() if attr not in declared]
+    return found
+
+
+def test_every_attribute_is_first_set_in_init() -> None:
+    """A reader finds an object's whole state in its ``__init__`` (or its dataclass fields)."""
+    problems = [f"{path.relative_to(ROOT)}: {found}" for top in ("alphazero", "workers", "commands")
+                for path in sorted((ROOT / top).rglob("*.py")) for found in attributes_first_set_outside_init(path.read_text())]
+    assert problems == []
+
+
+def test_the_attribute_check_sees_a_late_attribute() -> None:
+    source = ("class A:\n    x: int = 0\n    def __init__(self):\n        self.y, self.z = 1, 2\n"
+              "    def go(self):\n        self.x = self.y = 3\n        self.late = 4\n")
+    assert attributes_first_set_outside_init(source) == ["A.late (go:7)"]
 
 
 def test_every_core_module_imports_without_ray_workers_or_commands() -> None:

@@ -65,7 +65,7 @@ class NetworkEvaluator:
         self.max_batch = max_batch
         self.num_positions = 0
         self.num_calls = 0
-        self.set_network(net)
+        self._run = make_backend(self.backend, net, self.device)
 
     def set_network(self, net: PolicyValueNet) -> None:
         """Swap in new weights (a new version) for the next call (the onnx backend exports them again)."""

@@ -288,14 +288,13 @@ class Forest:
         self.keys = np.zeros((slots, HISTORY), np.uint64)
         self.undo = np.zeros((slots, HISTORY, K.U_SIZE), np.int32)
         self.free = list(range(slots - 1, -1, -1))
-        self._scratch()
+        self.scratch_nodes_i, self.scratch_nodes_f, self.scratch_edges_i, self.scratch_edges_f, self.queue = self._scratch()
 
-    def _scratch(self) -> None:
-        self.scratch_nodes_i = np.zeros((self.num_nodes, NODE_I), np.int32)
-        self.scratch_nodes_f = np.zeros((self.num_nodes, NODE_F), np.float64)
-        self.scratch_edges_i = np.zeros((self.num_edges, EDGE_I), np.int32)
-        self.scratch_edges_f = np.zeros((self.num_edges, EDGE_F), np.float64)
-        self.queue = np.zeros(self.num_nodes, np.int64)
+    def _scratch(self) -> tuple[np.ndarray, ...]:
+        """One slot's worth of node and edge rows, and a node queue, for the current capacities."""
+        return (np.zeros((self.num_nodes, NODE_I), np.int32), np.zeros((self.num_nodes, NODE_F), np.float64),
+                np.zeros((self.num_edges, EDGE_I), np.int32), np.zeros((self.num_edges, EDGE_F), np.float64),
+                np.zeros(self.num_nodes, np.int64))
 
     def _grow(self, slots: int, nodes: int, edges: int) -> None:
         def grown(array: np.ndarray, shape: tuple, fill: Any = 0) -> np.ndarray:
@@ -319,7 +318,7 @@ class Forest:
         resized = nodes != self.num_nodes or edges != self.num_edges
         self.num_slots, self.num_nodes, self.num_edges = slots, nodes, edges
         if resized:
-            self._scratch()
+            self.scratch_nodes_i, self.scratch_nodes_f, self.scratch_edges_i, self.scratch_edges_f, self.queue = self._scratch()
 
     def reserve(self, nodes: int, edges: int) -> None:
         """At least ``nodes`` nodes and ``edges`` edges per slot."""
