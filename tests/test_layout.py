@@ -155,6 +155,18 @@ def test_the_attribute_check_sees_a_late_attribute() -> None:
     assert attributes_first_set_outside_init(source) == ["A.late (go:7)"]
 
 
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A leading underscore means "this module's own": no other module of the project imports it."""
+    problems = []
+    for top in ("alphazero", "workers", "commands"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and room(node.module or "alphazero") is not None:
+                    problems += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{alias.name}"
+                                 for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert problems == []
+
+
 def test_every_core_module_imports_without_ray_workers_or_commands() -> None:
     result = subprocess.run([sys.executable, "-c", PROBE.format(forbidden=set(FORBIDDEN))],
                             capture_output=True, text=True, timeout=240)
