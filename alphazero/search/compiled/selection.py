@@ -1,13 +1,14 @@
-"""Selection in the compiled search: PUCT descent to a leaf in every game, one round at a time.
+"""Selection in the compiled search: PUCT or Gumbel descent to a leaf in every game, one round at a time.
 
 Owns the selection rule of ``alphazero.search.mcts`` (its docstring has the formula), operation for
 operation: ``U = c * P * sqrt(N) / (1 + n)`` with ``c = c_puct + log((N + c_base + 1) / c_base)``,
 scored over the tried moves in the order first tried, then the best untried one at first-play
-urgency (``Q(parent) - fpu_reduction``; ties to the earlier), a root that can mate searching its mate
-only, virtual loss on the way down and undone on a collision (``select_leaf``); and a round over every
-game with budget left (``collect_leaves``), whose terminal leaves back up at once and whose other
-leaves wait for the network. Reads the tree layout of ``tree`` and the settings in ``params``; knows
-nothing of networks, torch or Ray.
+urgency (``Q(parent) - fpu_reduction``; ties to the earlier), or with ``P_GUMBEL`` Gumbel's choices
+(``gumbel``: sequential halving at the root, the deterministic rule below it), a root that can mate
+searching its mate only, virtual loss on the way down and undone on a collision (``select_leaf``); and
+a round over every game with budget left (``collect_leaves``), whose terminal leaves back up at once
+and whose other leaves wait for the network. Reads the tree layout of ``tree``, the settings in
+``params`` and, for Gumbel, the roots' arrays of ``gumbel``; knows nothing of networks, torch or Ray.
 
 A selection descends the slot's kernel position with make/unmake and leaves it at the root; it goes
 at most ``MAX_DEPTH`` plies below the root (the kernel keeps ``SEARCH_RESERVE`` moves free).
@@ -23,6 +24,7 @@ from numba import njit
 from alphazero.board.kernel import make_move, unmake_move
 from alphazero.board.position import SEARCH_RESERVE
 from alphazero.search.compiled.expansion import reach
+from alphazero.search.compiled.gumbel import interior_index, root_index
 from alphazero.search.compiled.tree import (
     EF_SEL_PRIOR,
     EF_VALUE,
@@ -45,7 +47,10 @@ from alphazero.search.compiled.tree import (
     NI_WIN,
     P_C_BASE,
     P_C_PUCT,
+    P_C_SCALE,
+    P_C_VISIT,
     P_FPU,
+    P_GUMBEL,
     P_LEAVES_PER_GAME,
     P_MATE_IN_ONE,
     P_TWOFOLD,
@@ -73,9 +78,11 @@ def _try(nodes_i, nodes_f, edges_i, trees, g, node, start, i):
 
 @njit(cache=True)
 def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys, undo, g, moves, planes,
-                request):
+                request, root_scores, scores_first, schedule, schedule_first, schedule_length, scratch):
     """Descend from the root of slot ``g`` to a leaf, adding virtual visits (``MCTS._select``).
 
+    Gumbel's root reads its scores from ``root_scores[scores_first:]`` and its halving schedule from
+    ``schedule[schedule_first:schedule_first + schedule_length]`` (``gumbel``'s arrays; unread by PUCT).
     Returns ``(what, leaf)``: ``SELECT_REQUEST`` (the leaf's planes are in ``planes[request]``, the
     ``rows`` view of the round's planes),
     ``SELECT_TERMINAL``, ``SELECT_COLLISION`` (the leaf already waits; virtual visits undone) or
@@ -87,6 +94,9 @@ def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, k
     virtual_loss = params[P_VIRTUAL_LOSS]
     twofold = params[P_TWOFOLD] != 0.0
     mate_in_one = params[P_MATE_IN_ONE] != 0.0
+    gumbel = params[P_GUMBEL] != 0.0
+    c_visit = params[P_C_VISIT]
+    c_scale = params[P_C_SCALE]
     board_bb, board_sq, board_st, board_keys, board_undo = bb[g], sq[g], st[g], keys[g], undo[g]
     node = 0
     depth = 0
@@ -123,6 +133,15 @@ def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, k
         count = nodes_i[g, node, NI_NUM_EDGES]
         best = nodes_i[g, node, NI_WIN]
         if best >= 0:  # a root that can mate searches its mate only (mate_in_one)
+            if edges_i[g, start + best, EI_CHILD] < 0:
+                _try(nodes_i, nodes_f, edges_i, trees, g, node, start, best)
+        elif gumbel:
+            if node == 0:
+                best = root_index(nodes_f, edges_i, edges_f, g, start, count, c_visit, c_scale, root_scores, scores_first,
+                                  schedule, schedule_first, schedule_length, scratch)
+            else:
+                best = interior_index(nodes_i, nodes_f, edges_i, edges_f, g, node, start, count, c_visit, c_scale,
+                                      scratch)
             if edges_i[g, start + best, EI_CHILD] < 0:
                 _try(nodes_i, nodes_f, edges_i, trees, g, node, start, best)
         else:
@@ -168,8 +187,12 @@ def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, k
 
 @njit(cache=True)
 def collect_leaves(slots, remaining, params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys,
-                   undo, planes, request_slots, request_nodes, moves):
+                   undo, planes, request_slots, request_nodes, moves, root_scores, offsets, schedule, schedule_offsets,
+                   scratch):
     """One round of selection in every game with budget left (``MCTS.search``'s inner loop).
+
+    ``root_scores``, ``offsets``, ``schedule``, ``schedule_offsets``, ``scratch``: Gumbel's root arrays
+    (``gumbel``'s layout; empty arrays and zero offsets for PUCT).
 
     Each game collects up to ``leaves_per_game`` leaves for the network; terminal leaves back up at
     once (and do not count towards it); a collision ends the game's round. Returns ``(requests,
@@ -185,7 +208,8 @@ def collect_leaves(slots, remaining, params, nodes_i, nodes_f, edges_i, edges_f,
         collected = 0
         while remaining[j] > 0 and collected < leaves_per_game:
             what, leaf = select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys, undo, g,
-                                     moves, planes, requests)
+                                     moves, planes, requests, root_scores, offsets[j], schedule, schedule_offsets[j],
+                                     schedule_offsets[j + 1] - schedule_offsets[j], scratch)
             if what == SELECT_COLLISION:
                 break
             if what == SELECT_TOO_DEEP:

@@ -3,7 +3,7 @@ that own them.
 
 Owns the layout below (every compiled function of ``alphazero.search.compiled`` reads it through
 these names), the compiled functions that make, back up, move and read a tree without any search
-rule (``new_node``, ``backup``, ``advance_tree``, ``load_slot``, ``principal_line``), ``Forest`` (the
+rule (``new_node``, ``clear_tree``, ``backup``, ``advance_tree``, ``load_slot``, ``principal_line``), ``Forest`` (the
 arrays of every slot, grown by doubling) and ``CompiledGameTree``, the game a user holds. Knows the
 position only as ``alphazero.board.kernel``'s arrays; knows nothing of selection, networks, torch or Ray.
 
@@ -32,10 +32,17 @@ array        shape, dtype          content
 ``bb`` ...   [B, ...]              each slot's kernel position (``bb`` [14], ``sq`` [64], ``st`` [6],
                                    ``keys`` [H], ``undo`` [H, 5]: the kernel's layout), at the root
                                    between calls; selection descends with make/unmake
-``params``   [7] float64           the search's settings for compiled code: ``P_C_PUCT``, ``P_C_BASE``,
+``params``   [10] float64          the search's settings for compiled code: ``P_C_PUCT``, ``P_C_BASE``,
                                    ``P_FPU``, ``P_VIRTUAL_LOSS``, ``P_TWOFOLD`` and ``P_MATE_IN_ONE``
-                                   (1.0 or 0.0), ``P_LEAVES_PER_GAME``
+                                   (1.0 or 0.0), ``P_LEAVES_PER_GAME``; ``P_GUMBEL`` (1.0: Gumbel
+                                   selection, 0.0: PUCT), ``P_C_VISIT`` and ``P_C_SCALE`` (Gumbel's
+                                   ``sigma(q) = (c_visit + max N) * c_scale * q``)
 ============ ===================== ===================================================================
+
+Gumbel reads the same arrays: its completed Q needs per edge only N(s, a), W(s, a) and the prior
+(``EF_PRIOR``; ``log P`` stands for the logits, as in ``mcts``, so no logit is kept) and per node the
+network's value (``NF_RAW``, the mixed value's ``v``). What only the root of one search needs (its
+Gumbel draw, ``log P``, the halving schedule) lives outside the tree, in ``gumbel``'s arrays.
 
 A node's edges are the range ``[NI_EDGE_START, + NI_NUM_EDGES)`` of its slot's edge arrays, written
 when the node is first reached (its legal moves and their actions) and filled in when the network
@@ -77,8 +84,8 @@ T_NUM_NODES, T_NUM_EDGES, T_ROOT_PLY = range(3)
 TREE_SIZE = 3
 FRESH, PENDING, EXPANDED, TERMINAL = 0, 1, 2, 3
 # ``params``: the search's settings, handed to the compiled functions as one float64 array.
-P_C_PUCT, P_C_BASE, P_FPU, P_VIRTUAL_LOSS, P_TWOFOLD, P_LEAVES_PER_GAME, P_MATE_IN_ONE = range(7)
-NUM_PARAMS = 7
+P_C_PUCT, P_C_BASE, P_FPU, P_VIRTUAL_LOSS, P_TWOFOLD, P_LEAVES_PER_GAME, P_MATE_IN_ONE, P_GUMBEL, P_C_VISIT, P_C_SCALE = range(10)
+NUM_PARAMS = 10
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,6 +109,14 @@ def new_node(nodes_i, nodes_f, trees, g, parent, parent_edge):
     nodes_f[g, node, NF_TERMINAL] = 0.0
     nodes_f[g, node, NF_RAW] = 0.0
     return node
+
+
+@njit(cache=True)
+def clear_tree(nodes_i, nodes_f, trees, g):
+    """Drop slot ``g``'s tree: an empty tree of one fresh root (the board stays where it is)."""
+    trees[g, T_NUM_NODES] = 0
+    trees[g, T_NUM_EDGES] = 0
+    new_node(nodes_i, nodes_f, trees, g, -1, -1)
 
 
 @njit(cache=True)
@@ -137,9 +152,7 @@ def advance_tree(g, move, reuse, nodes_i, nodes_f, edges_i, edges_f, trees, bb, 
     make_move(bb[g], sq[g], st[g], keys[g], undo[g], move)
     trees[g, T_ROOT_PLY] = st[g, ST_PLY]
     if child < 0:
-        trees[g, T_NUM_NODES] = 0
-        trees[g, T_NUM_EDGES] = 0
-        new_node(nodes_i, nodes_f, trees, g, -1, -1)
+        clear_tree(nodes_i, nodes_f, trees, g)
         return
     # Breadth first: new node ids in discovery order, each node's edges copied as one range (the
     # local indices in EI_ORDER / EI_TRIED stay valid). Element by element: a slice is a view with a
@@ -228,10 +241,8 @@ def load_slot(g, pieces, side, castling, ep, halfmove_start, fullmove, moves, ha
         else:
             make_move(bb[g], sq[g], st[g], keys[g], undo[g], move)
     st[g, ST_HALFMOVE] = halfmove  # a replayed pass zeroed the clock; python-chess does not
-    trees[g, T_NUM_NODES] = 0
-    trees[g, T_NUM_EDGES] = 0
     trees[g, T_ROOT_PLY] = st[g, ST_PLY]
-    new_node(nodes_i, nodes_f, trees, g, -1, -1)
+    clear_tree(nodes_i, nodes_f, trees, g)
 
 
 @njit(cache=True)
