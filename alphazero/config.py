@@ -83,8 +83,8 @@ class SearchConfig:
     gumbel_c_visit: float = 50.0  # sigma(q) = (c_visit + max N) * c_scale * q
     gumbel_c_scale: float = 0.1
     # Which implementation runs the search: ``compiled`` (numba, alphazero.search.compiled: the same
-    # PUCT, 4-5 us of overhead per simulation instead of 80-130), ``python`` (alphazero.search.mcts), or
-    # ``auto``: compiled for PUCT with a network evaluator, Python otherwise (Gumbel is Python only).
+    # PUCT and Gumbel, 4-6 us of overhead per simulation instead of 80-130), ``python``
+    # (alphazero.search.mcts), or ``auto``: compiled with a network evaluator, Python otherwise.
     implementation: str = "auto"
     # Where the network runs for the search (alphazero.nets.inference): ``torch`` (eager), ``onnx`` (ONNX
     # Runtime, CPU only; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md)
@@ -96,8 +96,6 @@ class SearchConfig:
             raise ValueError(f"search.backend must be auto, torch or onnx, got {self.backend!r}")
         if self.implementation not in ("auto", "compiled", "python"):
             raise ValueError(f"search.implementation must be auto, compiled or python, got {self.implementation!r}")
-        if self.implementation == "compiled" and self.algorithm != "puct":
-            raise ValueError("search.implementation compiled runs PUCT only: use auto or python with gumbel")
         if self.algorithm not in ("puct", "gumbel"):
             raise ValueError(f"search.algorithm must be puct or gumbel, got {self.algorithm!r}")
         if self.gumbel_considered < 1:

@@ -2,7 +2,8 @@
 
 The Python search (``alphazero.search.mcts``) is the oracle of the compiled one: with the same
 deterministic evaluator and the same seeds both must return the same moves, visit counts, priors, root
-values and chosen moves, move after move, with noise, temperature, virtual loss and tree reuse.
+values and chosen moves, move after move, with noise, temperature, virtual loss and tree reuse; PUCT
+and Gumbel (whose improved-policy targets must be equal too).
 ``movegen`` and ``encoding`` are the oracles of the move order and of the planes, python-chess behind
 them. The first run compiles (about a minute, once per checkout: numba caches the machine code).
 """
@@ -246,6 +247,27 @@ def test_uniform_middlegames_reach_repetitions_inside_the_tree_as_python_does() 
     assert run_both(SearchConfig(num_simulations=64), boards, 6, "uniform") == 12
 
 
+GUMBEL = dict(algorithm="gumbel")
+
+
+@pytest.mark.parametrize("kind", ["uniform", "network"])
+def test_gumbel_same_results_as_the_python_search(kind: str) -> None:
+    # Gumbel draws, halving schedules for three budgets, searched roots dropped at the next move, mates:
+    # the same visits, move, improved policy pi' (and its stored counts) and root value, to the bit.
+    assert run_both(SearchConfig(num_simulations=48, **GUMBEL), ORACLE_POSITIONS, 6, kind) > 40
+
+
+@pytest.mark.parametrize("config", [
+    SearchConfig(num_simulations=40, leaves_per_game=3, **GUMBEL),
+    SearchConfig(num_simulations=24, gumbel_considered=4, gumbel_c_scale=1.0, reuse_tree=False, twofold_draw=False,
+                 mate_in_one=False, virtual_loss=3.0, leaves_per_game=2, **GUMBEL),
+    SearchConfig(num_simulations=8, gumbel_considered=64, **GUMBEL),
+], ids=["virtual-loss", "few-considered-no-reuse-no-twofold-no-mate", "all-considered"])
+def test_gumbel_same_results_as_the_python_search_other_settings(config: SearchConfig) -> None:
+    assert run_both(config, ORACLE_POSITIONS[:6] + ORACLE_POSITIONS[-2:], 4, "network") > 20
+    assert run_both(config, ORACLE_POSITIONS[:4], 3, "uniform", noise=False, temperature=0.0) > 8
+
+
 # --------------------------------------------------------------------------------------------------
 # Search on its own
 
@@ -298,6 +320,25 @@ def test_uniform_search_finds_mate_in_one(fen: str, mate_in_one: bool) -> None:
     else:  # found by search among the other moves
         assert result.visit_counts.max() < 400
         assert tree_statistics_are_exact(search, tree) > 10
+
+
+@pytest.mark.parametrize("fen", ["6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1", "k7/8/1K6/8/8/8/8/6Q1 w - - 0 1"])
+def test_gumbel_finds_mate_in_one_and_starts_each_search_from_a_fresh_root(fen: str) -> None:
+    config = SearchConfig(num_simulations=64, gumbel_considered=64, mate_in_one=False, **GUMBEL)
+    search = CompiledMCTS(UniformPlaneEvaluator(), config)
+    tree = CompiledGameTree(chess.Board(fen), seed=0)
+    result = search.search([tree])[0]  # without Gumbel noise: the best move, not an exploring one
+    board = chess.Board(fen)
+    board.push(result.move)
+    assert board.is_checkmate() and result.moves[int(np.argmax(result.pi))] == result.move
+    assert result.pi.sum() == pytest.approx(1.0) and result.target_counts.sum() == pytest.approx(60_000, abs=20)
+    assert tree_statistics_are_exact(search, tree) > 10
+    # Sequential halving assumes a root without visits: the subtree kept by advance is searched afresh.
+    tree = CompiledGameTree(ORACLE_POSITIONS[2], seed=0)
+    first = search.search([tree])[0]
+    tree.advance(first.move)
+    second = search.search([tree], num_simulations=10)[0]
+    assert second.visit_counts.sum() == 10 and tree_statistics_are_exact(search, tree) <= 11
 
 
 def test_terminal_positions_are_scored_and_finished_games_refused() -> None:
@@ -363,8 +404,6 @@ def test_slots_are_reused_and_a_board_changed_outside_advance_is_reloaded() -> N
         search.search([tree, tree])
     with pytest.raises(ValueError, match="one CompiledMCTS"):
         CompiledMCTS(UniformPlaneEvaluator()).search([tree])
-    with pytest.raises(ValueError, match="puct"):
-        CompiledMCTS(UniformPlaneEvaluator(), SearchConfig(algorithm="gumbel"))
 
 
 def test_trees_grow_past_their_first_capacity_and_reuse_keeps_statistics() -> None:
@@ -418,8 +457,11 @@ def test_build_search_picks_the_compiled_search_where_it_applies() -> None:
     search, new_tree = build_search(HashNetwork(), SearchConfig())
     assert isinstance(search, CompiledMCTS) and new_tree is CompiledGameTree
     search, new_tree = build_search(HashNetwork(), SearchConfig(algorithm="gumbel"))
-    assert isinstance(search, MCTS) and new_tree is GameTree
-    search, new_tree = build_search(UniformEvaluator(), SearchConfig())  # no forward(): the Python search
-    assert isinstance(search, MCTS)
+    assert isinstance(search, CompiledMCTS) and new_tree is CompiledGameTree
+    for algorithm in ("puct", "gumbel"):
+        search, new_tree = build_search(UniformEvaluator(), SearchConfig(algorithm=algorithm))  # no forward(): Python
+        assert isinstance(search, MCTS) and new_tree is GameTree
+        search, new_tree = build_search(HashNetwork(), SearchConfig(algorithm=algorithm, implementation="python"))
+        assert isinstance(search, MCTS)
     with pytest.raises(ValueError, match="implementation"):
         build_search(HashNetwork(), SearchConfig(), implementation="fast")

@@ -416,19 +416,22 @@ def _moves(pgn: str) -> list[chess.Move]:
     return list(game.mainline_moves())
 
 
-@pytest.mark.parametrize("selfplay", [
-    {},
-    {"full_search_fraction": 0.5, "fast_simulations": 4, "resign_threshold": -0.05, "resign_moves": 1,
-     "resign_playout_fraction": 0.5},
+@pytest.mark.parametrize("algorithm,selfplay", [
+    ("puct", {}),
+    ("puct", {"full_search_fraction": 0.5, "fast_simulations": 4, "resign_threshold": -0.05, "resign_moves": 1,
+              "resign_playout_fraction": 0.5}),
+    ("gumbel", {}),
+    ("gumbel", {"full_search_fraction": 0.5, "fast_simulations": 4, "resign_threshold": -0.05, "resign_moves": 1,
+                "resign_playout_fraction": 0.5}),
 ])
-def test_compiled_and_python_searches_play_the_same_games(selfplay: dict) -> None:
+def test_compiled_and_python_searches_play_the_same_games(algorithm: str, selfplay: dict) -> None:
     """``search.implementation`` changes the speed of self-play, not its games: the same seed gives the same
-    records (moves, targets, planes, values) with the compiled search as with the Python one."""
+    records (moves, targets, planes, values) with the compiled search as with the Python one, PUCT or Gumbel."""
     torch.manual_seed(3)
     net = PolicyValueNet(TINY)
     records = {}
     for engine in ("python", "compiled"):
-        search = SearchConfig(num_simulations=12, implementation=engine)
+        search = SearchConfig(num_simulations=12, implementation=engine, algorithm=algorithm)
         config = SelfPlayConfig(**{"games_per_worker": 3, "max_plies": 40, "temperature_plies": 6,
                                    "random_opening_plies": 2, **selfplay})
         player = SelfPlayer(NetworkEvaluator(net), search, config, seed=11)
