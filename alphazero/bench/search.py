@@ -10,7 +10,8 @@ Engines: ``compiled`` (``CompiledMCTS``, the leaves' planes written from the ker
 ``python`` (``MCTS`` with ``UniformEvaluator``: no encoding at all), ``python+encoding`` (``MCTS``
 with the work ``NetworkEvaluator`` does around its network: features, actions, planes, masked
 softmax), each with a uniform evaluator (logits and value 0) so the figure is the search's own cost;
-and both with the default network (``configs/default.yaml``'s 3x32) batched.
+and both with the default network (``configs/default.yaml``'s 3x32) batched. Each for both
+algorithms: PUCT (unsuffixed keys) and Gumbel (``_gumbel``; no tree reuse, so every simulation is new).
 
 ``python -m alphazero.bench.search`` prints every figure as one JSON object (a few minutes).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import chess
@@ -169,13 +171,16 @@ def main() -> None:
 
     config = load_config(default_config_path())
     report: dict[str, Any] = {}
-    for positions in ("start", "middlegame"):
-        for engine in ("compiled", "python", "python+encoding"):
-            moves = 8 if engine == "compiled" else 2
-            report[f"uniform_{positions}_{engine}"] = search_overhead(engine, positions, 48, 32, moves, config.search)
-    for engine in ("compiled", "python"):
-        report[f"network_middlegame_{engine}"] = network_search(engine, config.network, "middlegame", 48, 32, 3,
-                                                                config.search)
+    for algorithm, suffix in (("puct", ""), ("gumbel", "_gumbel")):
+        search = replace(config.search, algorithm=algorithm)
+        for positions in ("start", "middlegame"):
+            for engine in ("compiled", "python", "python+encoding"):
+                moves = 8 if engine == "compiled" else 2
+                report[f"uniform_{positions}_{engine}{suffix}"] = search_overhead(engine, positions, 48, 32, moves,
+                                                                                  search)
+        for engine in ("compiled", "python"):
+            report[f"network_middlegame_{engine}{suffix}"] = network_search(engine, config.network, "middlegame", 48,
+                                                                            32, 3, search)
     report["startup_seconds"] = startup_seconds(FIRST_SEARCH)
     print(json.dumps(report, indent=1))
 

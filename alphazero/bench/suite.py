@@ -103,7 +103,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     boards = sample_positions(2048)
     batch = config.selfplay.games_per_worker * config.search.leaves_per_game
     sims = config.search.num_simulations
-    # The configured search above; the other algorithm (gumbel or puct) beside it.
+    # The configured search above; the other algorithm (gumbel or puct) beside it, as auto builds it (compiled).
     other = "gumbel" if config.search.algorithm == "puct" else "puct"
     other_config = replace(config, search=replace(config.search, algorithm=other, implementation="auto"))
     python_config = replace(config, search=replace(config.search, implementation="python"))
