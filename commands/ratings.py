@@ -13,8 +13,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ratings = sub.add_parser("ratings", help="Elo of every generation of a run (and anchors), maximum likelihood",
                              description=PLAYER_SPECS)
     ratings.add_argument("run_dir", help="run directory")
-    ratings.add_argument("--anchor", action="append", default=[], metavar="SPEC",
-                         help="anchor player, plays --games against the first, best and last generation (repeatable; the first is 0 Elo)")
+    ratings.add_argument("--anchor", action="append", default=[], metavar="SPEC[@ELO]",
+                         help="anchor player, plays --games against the first, best and last generation (repeatable); "
+                              "SPEC@ELO pins it at ELO (e.g. a Stockfish UCI_Elo level at its UCI_Elo), else the first is 0 Elo")
     ratings.add_argument("--games", type=int, default=20, help="games per extra match")
     ratings.add_argument("--sims", type=int, default=None, help="simulations of the generations (default: the run's arena setting)")
     ratings.add_argument("--max-plies", type=int, default=400, help="longer games are drawn")
@@ -36,5 +37,5 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({key: value for key, value in report.items() if key != "table"}))
     else:
         print(report["table"])
-        print(f"anchor {report['anchor']} = 0 Elo; {report['games']} games ({report['new_games']} new); plot {report['plot']}")
+        print(f"anchor {report['scale']} Elo; {report['games']} games ({report['new_games']} new); plot {report['plot']}")
     return 0

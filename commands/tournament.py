@@ -19,7 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--openings", default=None, metavar="FILE", help="polyglot book (.bin) or EPD/FEN file (default: random first plies)")
     parser.add_argument("--opening-plies", type=int, default=None, help="book moves (default 8) or random plies (default 4) per opening")
     parser.add_argument("--max-plies", type=int, default=400, help="longer games are drawn")
-    parser.add_argument("--anchor", default=None, metavar="SPEC", help="the player at 0 Elo (default: the first)")
+    parser.add_argument("--anchor", action="append", default=[], metavar="SPEC[@ELO]",
+                        help="SPEC: the player at 0 Elo (default: the first); SPEC@ELO (repeatable): players pinned at "
+                             "those ratings, e.g. a Stockfish UCI_Elo level at its UCI_Elo")
     parser.add_argument("--out", default=None, metavar="FILE.jsonl",
                         help="append each finished match here; a rerun plays only the missing pairs")
     parser.add_argument("--workers", type=int, default=1, help="K > 1: play game pairs as tasks on a private local Ray")
@@ -51,6 +53,6 @@ def run(args: argparse.Namespace) -> int:
             runner = functools.partial(play_chunks_on_ray, workers=args.workers)
         result = run_tournament(args.players, args.games, out=args.out, openings_path=args.openings,
                                 opening_plies=args.opening_plies, max_plies=args.max_plies, seed=args.seed,
-                                anchor=args.anchor, chunk_runner=runner, parallelism=args.workers, on_match=report)
+                                anchors=args.anchor, chunk_runner=runner, parallelism=args.workers, on_match=report)
     print(json.dumps(result) if args.json else result["table"])
     return 0

@@ -422,6 +422,80 @@ def test_fit_ratings_many_players() -> None:
     assert fitted.mean() == pytest.approx(0.0, abs=1e-6)
 
 
+# A tiny ladder: two levels pinned at 1350 and 1500, a link "k" that played both, a player "p" that played
+# the link and the lower level. (a, b, wins, draws, losses of a.)
+LADDER_TABLE = [("k", "L1350", 5, 3, 4), ("k", "L1500", 2, 2, 6), ("p", "k", 3, 2, 7), ("p", "L1350", 1, 1, 6)]
+LADDER_PINS = {"L1350": 1350.0, "L1500": 1500.0}
+
+
+def _ladder_games() -> list[tuple[str, str, float]]:
+    return [(a, b, score) for a, b, *counts in LADDER_TABLE
+            for score, count in zip((1.0, 0.5, 0.0), counts) for _ in range(count)]
+
+
+def _log_likelihood_grid(p: np.ndarray, k: np.ndarray, prior: float) -> np.ndarray:
+    """The log-likelihood of LADDER_TABLE, written out game by game, on a grid of (p, k) ratings: each game
+    scores s log E + (1 - s) log(1 - E), E = 1 / (1 + 10^((r_b - r_a) / 400)); ``prior`` draws per pair."""
+    ratings = {"p": p, "k": k, **LADDER_PINS}
+    total = np.zeros(np.broadcast(p, k).shape)
+    for a, b, wins, draws, losses in LADDER_TABLE:
+        expected = 1.0 / (1.0 + 10.0 ** ((ratings[b] - ratings[a]) / 400.0))
+        points, games = wins + 0.5 * (draws + prior), wins + draws + losses + prior
+        total = total + points * np.log(expected) + (games - points) * np.log(1.0 - expected)
+    return total
+
+
+@pytest.mark.parametrize("prior", [0.0, 1.0])
+def test_pinned_fit_is_the_hand_computed_maximum_likelihood(prior: float) -> None:
+    fitted = fit_ratings(_ladder_games(), pinned=LADDER_PINS, prior_games=prior)
+    assert fitted["L1350"].elo == 1350.0 and fitted["L1500"].elo == 1500.0
+    assert fitted["L1350"].elo_low == fitted["L1350"].elo_high == 1350.0  # pinned: no width
+    # Grid search, coarse then fine (0.1 Elo), independent of the fit's Newton steps.
+    centre = np.array([1300.0, 1300.0])
+    for half, step in ((600.0, 5.0), (10.0, 0.1)):
+        axis_p = np.arange(centre[0] - half, centre[0] + half + step / 2, step)
+        axis_k = np.arange(centre[1] - half, centre[1] + half + step / 2, step)
+        grid = _log_likelihood_grid(axis_p[:, None], axis_k[None, :], prior)
+        row, column = np.unravel_index(np.argmax(grid), grid.shape)
+        centre = np.array([axis_p[row], axis_k[column]])
+    assert fitted["p"].elo == pytest.approx(centre[0], abs=0.15)
+    assert fitted["k"].elo == pytest.approx(centre[1], abs=0.15)
+
+
+def test_profile_interval_is_where_the_profile_likelihood_falls_by_1_92() -> None:
+    fitted = fit_ratings(_ladder_games(), pinned=LADDER_PINS, prior_games=0.0, intervals="profile")
+    wald = fit_ratings(_ladder_games(), pinned=LADDER_PINS, prior_games=0.0)
+    links = np.arange(900.0, 1700.0, 0.05)
+
+    def profile(rating: float) -> float:  # the link refitted by a fine grid for each rating of p
+        return float(_log_likelihood_grid(np.array(rating), links, 0.0).max())
+
+    best = profile(fitted["p"].elo)
+    for bound in (fitted["p"].elo_low, fitted["p"].elo_high):
+        assert best - profile(bound) == pytest.approx(Z_95 ** 2 / 2.0, abs=0.01)
+    # A lopsided score (4/19 against the link): the interval is asymmetric, unlike the Wald interval.
+    below, above = fitted["p"].elo - fitted["p"].elo_low, fitted["p"].elo_high - fitted["p"].elo
+    assert abs(below - above) > 5.0
+    assert wald["p"].elo == pytest.approx(fitted["p"].elo)
+    assert wald["p"].elo_high - wald["p"].elo == pytest.approx(wald["p"].elo - wald["p"].elo_low)
+
+
+def test_pinned_fit_rejects_what_it_cannot_rate() -> None:
+    games = _ladder_games()
+    with pytest.raises(ValueError, match="loner"):
+        fit_ratings(games + [("loner", "other", 1.0)], pinned=LADDER_PINS)
+    with pytest.raises(ValueError, match="played no game"):
+        fit_ratings(games, pinned={**LADDER_PINS, "L2000": 2000.0})
+    with pytest.raises(ValueError, match="not both"):
+        fit_ratings(games, anchor="k", pinned=LADDER_PINS)
+    with pytest.raises(ValueError, match="profile"):
+        fit_ratings(games, intervals="profile")
+    with pytest.raises(ValueError, match="infinite"):  # p lost every game: no maximum without the prior
+        fit_ratings([("p", "L1350", 0.0)] * 3 + [("k", "L1350", 0.5)], pinned={"L1350": 1350.0}, prior_games=0.0)
+    beaten = fit_ratings([("p", "L1350", 0.0)] * 3, pinned={"L1350": 1350.0}, intervals="profile")["p"]
+    assert beaten.elo_low < beaten.elo < 1350.0 < beaten.elo_high  # the prior keeps it finite
+
+
 def test_player_groups_are_the_players_linked_by_games() -> None:
     games = [("a", "b", 1.0), ("c", "b", 0.5), ("d", "e", 0.0)]
     assert sorted(player_groups(games), key=min) == [{"a", "b", "c"}, {"d", "e"}]

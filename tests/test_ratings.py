@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 from alphazero.checkpoint import (
@@ -75,6 +76,17 @@ def test_ratings_of_a_run_directory(capsys, tmp_path) -> None:
     rows = {line.split()[1]: line.split()[2] for line in lines[1:5]}
     assert set(rows) == {"gen-0000", "gen-0001", "gen-0002", "random"} and rows["gen-0000"] == "+0.0"
     assert (run.path / "ratings" / "elo.png").is_file()
+
+    # The anchor pinned at a rating (SPEC@ELO): the same games, the whole scale shifted to put it there.
+    assert main(["ratings", str(run.path), "--anchor", "random@-300", "--games", "2", "--sims", "2", "--max-plies", "12",
+                 "--plot", str(plot), "--json"]) == 0
+    pinned = json.loads(capsys.readouterr().out)
+    assert pinned["new_games"] == 0 and pinned["pinned"] == {"random": -300.0}
+    assert pinned["ratings"]["random"]["elo"] == -300.0
+    for name, rating in report["ratings"].items():
+        assert pinned["ratings"][name]["elo"] == pytest.approx(rating["elo"] - 300.0, abs=1e-6)
+        assert pinned["ratings"][name]["elo_high"] - pinned["ratings"][name]["elo"] == pytest.approx(
+            rating["elo_high"] - rating["elo"], abs=1e-6)
 
 
 def test_ratings_continue_a_match_a_stop_cut_short_and_one_writer_at_a_time(capsys, tmp_path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from alphazero.fileio import read_jsonl
@@ -36,10 +37,37 @@ def test_round_robin_orders_the_players_and_resumes_from_its_file(tmp_path, caps
     assert again["ratings"]["greedy"]["elo"] != pytest.approx(ratings["greedy"]["elo"])
 
 
+def test_pinned_anchors_fix_the_scale(tmp_path, capsys):
+    # A file holding every match: nothing is played. C scored 30/40 against A and 18/40 against B.
+    a, b, c = "random", "greedy", "ab:material?depth=1"
+    out = tmp_path / "t.jsonl"
+    matches = [(a, b, 20, 0, 20), (a, c, 10, 0, 30), (b, c, 22, 0, 18)]
+    out.write_text("".join(json.dumps({"format_version": 1, "a": x, "b": y, "games": 40, "wins": w, "draws": d,
+                                       "losses": l, "score": (w + d / 2) / 40, "elo": 0, "elo_low": 0, "elo_high": 0,
+                                       "terminations": {}}) + "\n" for x, y, w, d, l in matches))
+    assert main(["tournament", a, b, c, "--games", "40", "--out", str(out), "--anchor", f"{a}@1000",
+                 "--anchor", f"{b}@1200", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    ratings = result["ratings"]
+    assert result["pinned"] == {a: 1000.0, b: 1200.0}
+    assert ratings[a]["elo"] == ratings[a]["elo_low"] == 1000.0 and ratings[b]["elo"] == ratings[b]["elo_high"] == 1200.0
+    # C's maximum likelihood by a grid search, one virtual draw per pair as the fit's prior.
+    grid = np.arange(800.0, 1600.0, 0.01)
+    likelihood = sum((points + 0.5) * np.log(1 / (1 + 10 ** ((elo - grid) / 400)))
+                     + (40.5 - points) * np.log(1 / (1 + 10 ** ((grid - elo) / 400)))
+                     for elo, points in ((1000.0, 30.0), (1200.0, 18.0)))
+    assert ratings[c]["elo"] == pytest.approx(grid[np.argmax(likelihood)], abs=0.02)
+    assert ratings[c]["elo_low"] < ratings[c]["elo"] < ratings[c]["elo_high"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["random", "--games", "2"], "at least two different"),
     (["random", "random", "--games", "2"], "at least two different"),
     (["random", "greedy", "--games", "2", "--anchor", "ab:material"], "not one of the players"),
+    (["random", "greedy", "--games", "2", "--anchor", "random@x"], "not one of the players"),
+    (["random", "greedy", "--games", "2", "--anchor", "random", "--anchor", "greedy@100"], "one SPEC"),
+    (["random", "greedy", "--games", "2", "--anchor", "random@inf"], "finite"),
+    (["random", "greedy", "--games", "2", "--anchor", "random@1", "--anchor", "random@2"], "twice"),
     (["random", "greedy", "--games", "3"], "even"),
     (["random", "nonsense:x", "--games", "2"], "nonsense"),
 ])

@@ -4,8 +4,9 @@ This module owns every number the project reports about playing strength, comput
 engine developers do: a single match as cutechess-cli reports it (trinomial W/D/L statistics),
 game pairs with colours swapped as fishtest counts them (pentanomial statistics), the sequential
 probability ratio test (SPRT) with logistic Elo bounds used by fishtest and cutechess-cli, and
-Bradley-Terry maximum-likelihood ratings over many players as Ordo and BayesElo compute them, and
-the Wilson interval of a share (puzzles solved); and how a match's Elo is said (``elo_text``: a bound as a
+Bradley-Terry maximum-likelihood ratings over many players as Ordo and BayesElo compute them (the
+scale fixed by one anchor, the mean, or players pinned at calibrated ratings; Wald or profile-likelihood
+intervals), and the Wilson interval of a share (puzzles solved); and how a match's Elo is said (``elo_text``: a bound as a
 bound, never the clamp). Everything is pure computation on counts (numpy and ``math`` only); nothing runs at import time.
 Bad input (negative counts, no games, unknown players) raises ``ValueError``.
 """
@@ -16,7 +17,7 @@ import math
 import operator
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -513,14 +514,16 @@ def _gradient_and_hessian(ratings: np.ndarray, games: np.ndarray,
     return gradient, hessian
 
 
-def _newton(games: np.ndarray, points: np.ndarray, reference: int) -> tuple[np.ndarray, np.ndarray]:
-    """Maximise the log-likelihood with ratings[reference] fixed at 0 by damped Newton steps.
+def _newton(games: np.ndarray, points: np.ndarray, fixed: np.ndarray,
+            start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Maximise the log-likelihood over the players not ``fixed`` (a boolean mask, at least one True),
+    starting from ``start`` (the fixed players keep their values there), by damped Newton steps.
 
     Returns the ratings and the Hessian of the negative log-likelihood at the optimum.
     """
     size = games.shape[0]
-    free = np.array([player for player in range(size) if player != reference], dtype=int)
-    ratings = np.zeros(size)
+    free = np.flatnonzero(~fixed)
+    ratings = np.array(start, dtype=float)
     likelihood = _log_likelihood(ratings, points)
     for _ in range(200):
         gradient, hessian = _gradient_and_hessian(ratings, games, points)
@@ -543,8 +546,39 @@ def _newton(games: np.ndarray, points: np.ndarray, reference: int) -> tuple[np.n
     return ratings, hessian
 
 
+def _profile_bound(games: np.ndarray, points: np.ndarray, fixed: np.ndarray, ratings: np.ndarray,
+                   player: int, direction: float, first_step: float) -> float:
+    """Where the profile log-likelihood of ``player`` has fallen by Z_95^2 / 2 from its maximum, on the side
+    ``direction`` (+1 above the estimate, -1 below); +-inf when it never falls that far within ELO_LIMIT.
+
+    The profile at x: ``player`` held at x, every other free player refitted (``_newton``), so the
+    uncertainty of the players it was rated through (a link below the pinned ones) widens the interval.
+    """
+    target = _log_likelihood(ratings, points) - 0.5 * Z_95 ** 2
+    held = fixed.copy()
+    held[player] = True
+    start = ratings.copy()
+
+    def profile(offset: float) -> float:
+        start[player] = ratings[player] + direction * offset
+        fitted, _ = _newton(games, points, held, start)
+        start[:] = fitted  # a warm start for the next point
+        return _log_likelihood(fitted, points)
+
+    inside, outside = 0.0, max(first_step, 1.0)
+    while profile(outside) > target:
+        inside, outside = outside, 2.0 * outside
+        if inside > ELO_LIMIT:
+            return direction * math.inf
+    while outside - inside > 0.01:  # bisection to a hundredth of an Elo
+        middle = 0.5 * (inside + outside)
+        inside, outside = (middle, outside) if profile(middle) > target else (inside, middle)
+    return float(ratings[player] + direction * 0.5 * (inside + outside))
+
+
 def fit_ratings(games: Iterable[tuple[str, str, float]], anchor: str | None = None,
-                anchor_elo: float = 0.0, prior_games: float = 1.0) -> dict[str, Rating]:
+                anchor_elo: float = 0.0, prior_games: float = 1.0, pinned: Mapping[str, float] | None = None,
+                intervals: str = "wald") -> dict[str, Rating]:
     """Bradley-Terry maximum-likelihood Elo ratings of every player from (a, b, score of a) games.
 
     Model: P(a beats b) = 1 / (1 + 10^((r_b - r_a)/400)); a draw counts as half a win for each
@@ -553,13 +587,22 @@ def fit_ratings(games: Iterable[tuple[str, str, float]], anchor: str | None = No
     regularising prior adds ``prior_games`` virtual draws to every pair of players who actually
     played each other (n_ij += prior, s_ij += prior/2), which keeps a 100% or 0% score finite while
     barely moving well-sampled ratings; prior_games = 0 gives the plain maximum likelihood and
-    raises ValueError when it does not exist. Ratings are shifted so that ``anchor`` has
-    ``anchor_elo``, or, with no anchor, so that the mean rating is ``anchor_elo`` (0 by default).
-    95% intervals are r +- 1.959964 sqrt(C_ii), with C the inverse of the Hessian of the negative
-    log-likelihood (prior included) with the gauge fixed: the anchor's row and column are dropped
-    (so the anchor's interval has zero width), and with no anchor that covariance is mapped through
-    the centring matrix J = I - 11^T/k (C = J C_anchored J), the covariance of mean-fixed ratings.
-    ``games`` and ``score`` in each ``Rating`` count real games only.
+    raises ValueError when it does not exist.
+
+    The scale (Elo is defined up to a constant) is fixed one of three ways: ``pinned`` {name: Elo}
+    holds one or more players at given ratings and fits the rest (Ordo's multiple anchors: a
+    calibrated scale such as Stockfish's ``UCI_Elo`` levels); else ``anchor`` has ``anchor_elo``; else
+    the mean rating is ``anchor_elo`` (0 by default). Every group of players connected by games needs
+    a pinned player (with ``pinned``), else ValueError naming the players cut off.
+
+    95% intervals, ``intervals="wald"``: r +- 1.959964 sqrt(C_ii), with C the inverse of the Hessian of the
+    negative log-likelihood (prior included) with the gauge fixed: the anchor's (pinned players') rows
+    and columns are dropped (so their intervals have zero width), and with no anchor that covariance is
+    mapped through the centring matrix J = I - 11^T/k (C = J C_anchored J), the covariance of mean-fixed
+    ratings. ``intervals="profile"`` (needs an anchor or pins): the profile-likelihood interval, every r
+    whose profile log-likelihood (the others refitted with r held) is within 1.959964^2 / 2 of the
+    maximum; it is asymmetric where the likelihood is (a lopsided score) and is +-inf on a side where
+    the likelihood never falls that far. ``games`` and ``score`` in each ``Rating`` count real games only.
     """
     prior_games = float(prior_games)
     if not math.isfinite(prior_games) or prior_games < 0.0:
@@ -567,14 +610,41 @@ def fit_ratings(games: Iterable[tuple[str, str, float]], anchor: str | None = No
     anchor_elo = float(anchor_elo)
     if not math.isfinite(anchor_elo):
         raise ValueError(f"anchor_elo must be finite, got {anchor_elo}")
+    if intervals not in ("wald", "profile"):
+        raise ValueError(f"intervals must be 'wald' or 'profile', got {intervals!r}")
+    pins = {name: float(elo) for name, elo in (pinned or {}).items()}
+    if pins and anchor is not None:
+        raise ValueError("give an anchor or pinned players, not both")
+    if not all(math.isfinite(elo) for elo in pins.values()):
+        raise ValueError(f"pinned ratings must be finite, got {pins}")
+    if intervals == "profile" and anchor is None and not pins:
+        raise ValueError("profile intervals need an anchor or pinned players (the mean-fixed scale has none)")
     names, games_matrix, points_matrix = _aggregate(games)
-    if anchor is not None and anchor not in names:
-        raise ValueError(f"unknown player {anchor!r}: the anchor played no game")
-    reference = names.index(anchor) if anchor is not None else 0
+    for name in [anchor] if anchor is not None else pins:
+        if name not in names:
+            raise ValueError(f"unknown player {name!r}: the {'anchor' if anchor is not None else 'pinned player'} "
+                             "played no game")
+    size = len(names)
+    fixed = np.zeros(size, dtype=bool)
+    start = np.zeros(size)
+    if pins:
+        for name, elo in pins.items():
+            fixed[names.index(name)] = True
+            start[names.index(name)] = elo
+        start[~fixed] = float(np.mean(list(pins.values())))
+    else:
+        fixed[names.index(anchor) if anchor is not None else 0] = True
 
     played = games_matrix > 0
     components = _components(played)
-    if len(components) > 1:
+    if pins:
+        cut_off = sorted(str(names[player]) for component in components if not fixed[component].any()
+                         for player in component)
+        if cut_off:
+            raise ValueError("players not connected by games to a pinned player, ratings are undefined: "
+                             + ", ".join(cut_off))
+    elif len(components) > 1:
+        reference = int(np.flatnonzero(fixed)[0])
         main = next(component for component in components if reference in component) \
             if anchor is not None else max(components, key=len)
         outside = sorted(str(names[player]) for component in components
@@ -582,36 +652,47 @@ def fit_ratings(games: Iterable[tuple[str, str, float]], anchor: str | None = No
         raise ValueError("players not connected by games to the rest, ratings are undefined: "
                          + ", ".join(outside))
     if prior_games == 0.0:
-        scored = points_matrix > 0
+        # Pinned players are one node here: the likelihood is bounded iff, in the graph of who scored
+        # against whom, every node reaches every other.
+        nodes = np.where(fixed, int(np.flatnonzero(fixed)[0]), np.arange(size))
+        membership = np.zeros((size, size))
+        membership[np.arange(size), nodes] = 1.0
+        scored = (membership.T @ (points_matrix > 0) @ membership) > 0
+        kept = np.unique(nodes)
+        scored = scored[np.ix_(kept, kept)]
         if not (_reachable(scored, 0).all() and _reachable(scored.T, 0).all()):
             raise ValueError("maximum-likelihood ratings are infinite: some group of players scored "
                              "100% or 0% against the rest; use prior_games > 0")
 
     effective_games = games_matrix + prior_games * played
     effective_points = points_matrix + 0.5 * prior_games * played
-    ratings, hessian = _newton(effective_games, effective_points, reference)
+    ratings, hessian = _newton(effective_games, effective_points, fixed, start)
 
-    size = len(names)
-    free = [player for player in range(size) if player != reference]
+    free = np.flatnonzero(~fixed)
     covariance = np.zeros((size, size))
-    if free:
+    if free.size:
         covariance[np.ix_(free, free)] = np.linalg.inv(hessian[np.ix_(free, free)])
-    if anchor is None:
+    if anchor is None and not pins:
         centring = np.eye(size) - 1.0 / size
         covariance = centring @ covariance @ centring
         ratings = ratings - ratings.mean() + anchor_elo
-    else:
-        ratings = ratings - ratings[reference] + anchor_elo
+    elif anchor is not None:
+        ratings = ratings - ratings[fixed][0] + anchor_elo
     half_widths = Z_95 * np.sqrt(np.clip(np.diag(covariance), 0.0, None))
-    if anchor is not None:
-        half_widths[reference] = 0.0
+    if anchor is not None or pins:
+        half_widths[fixed] = 0.0
+    lows, highs = ratings - half_widths, ratings + half_widths
+    if intervals == "profile":
+        for player in free:
+            lows[player] = _profile_bound(effective_games, effective_points, fixed, ratings, int(player), -1.0,
+                                          float(half_widths[player]))
+            highs[player] = _profile_bound(effective_games, effective_points, fixed, ratings, int(player), 1.0,
+                                           float(half_widths[player]))
 
     games_played = games_matrix.sum(axis=1)
     points_scored = points_matrix.sum(axis=1)
     return {
-        name: Rating(name=name, elo=float(ratings[player]),
-                     elo_low=float(ratings[player] - half_widths[player]),
-                     elo_high=float(ratings[player] + half_widths[player]),
+        name: Rating(name=name, elo=float(ratings[player]), elo_low=float(lows[player]), elo_high=float(highs[player]),
                      games=int(round(games_played[player])),
                      score=float(points_scored[player] / games_played[player]))
         for player, name in enumerate(names)

@@ -59,8 +59,9 @@ def plot_arena_history(state: RunState, path: str | os.PathLike) -> Path:
 
 
 def plot_ratings(ratings: dict[str, Rating], generation_numbers: dict[str, int], anchors: Sequence[str],
-                 path: str | os.PathLike, reference: str) -> Path:
-    """PNG of Elo by generation with 95% error bars; anchors as labelled horizontal dashed lines."""
+                 path: str | os.PathLike, scale: str) -> Path:
+    """PNG of Elo by generation with 95% error bars; anchors as labelled horizontal dashed lines; ``scale`` says
+    what fixes the Elo scale (``gen-0000 = 0``, or the pinned players and their ratings)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,7 +82,7 @@ def plot_ratings(ratings: dict[str, Rating], generation_numbers: dict[str, int],
             axes.axhline(ratings[name].elo, linestyle="--", color=colours[number % len(colours)], label=name)
     axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axes.set_xlabel("generation")
-    axes.set_ylabel(f"Elo ({reference} = 0)")
+    axes.set_ylabel(f"Elo ({scale})")
     axes.set_title("Elo by generation (maximum likelihood over all games)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")

@@ -22,6 +22,7 @@ from alphazero.judge.elo import Rating, fit_ratings, format_ratings_table, playe
 from alphazero.judge.match import player_seeds
 from alphazero.judge.players import Player, make_player
 from alphazero.judge.plots import plot_ratings
+from alphazero.judge.tournament import parse_anchors
 
 RATINGS_GAMES_FORMAT_VERSION = 2
 """``format_version`` of each line of ``RUN/ratings/games.jsonl``: one finished game per line
@@ -86,12 +87,16 @@ def run_ratings(run_dir: str | Path, anchors: Sequence[str] = (), games: int = 2
     kept in ``RUN/ratings/games.jsonl``: a generation not linked to generation 0 plays ``games``
     games against the previous generation, and each anchor plays ``games`` against the first, the
     best and the last generation (``mcts`` with ``sims`` simulations, by default the run's arena
-    setting). Stored games are reused, so a second call plays only what is missing. Anchored at the
-    first anchor (0 Elo), else at the first generation. Writes the Elo-by-generation plot.
+    setting). Stored games are reused, so a second call plays only what is missing. An anchor given as
+    ``SPEC@ELO`` (``parse_anchors``) is pinned at that rating (several may be, e.g. Stockfish ``UCI_Elo``
+    levels at their ``UCI_Elo``); with none pinned the scale is anchored at the first anchor (0 Elo), else
+    at the first generation. Writes the Elo-by-generation plot.
     """
     log = log or (lambda message: None)
     if games < 1:
         raise InputError(f"--games must be positive, got {games}")
+    anchored = parse_anchors(anchors)
+    pinned = {spec: elo for spec, elo in anchored if elo is not None}
     if plot_path is not None:
         output_file(plot_path, "--plot")
     run = RunDirectory(run_dir)
@@ -141,7 +146,7 @@ def run_ratings(run_dir: str | Path, anchors: Sequence[str] = (), games: int = 2
             stored[key] = stored.get(key, 0) + wins + draws + losses
 
         # Anchors are built before any game: a bad spec fails first.
-        for number, spec in enumerate(anchors):
+        for number, (spec, _) in enumerate(anchored):
             anchor_players.append(make_player(spec, seed=player_seeds(seed, 1000 + number)[0]))
 
         def play(player_a: Player, player_b: Player, num_games: int, spec_a: str, spec_b: str) -> None:
@@ -192,15 +197,20 @@ def run_ratings(run_dir: str | Path, anchors: Sequence[str] = (), games: int = 2
     if not all_games:
         raise RunStateError(f"{run.path}: nothing to rate: one generation, no arena games and no anchor")
     reference = anchor_players[0].name if anchor_players else generations[0]
-    ratings = fit_ratings(all_games, anchor=reference)
+    if pinned:
+        ratings = fit_ratings(all_games, pinned=pinned)
+        scale = ", ".join(f"{spec} = {elo:g}" for spec, elo in pinned.items())
+    else:
+        ratings = fit_ratings(all_games, anchor=reference)
+        pinned, scale = {reference: 0.0}, f"{reference} = 0"
     plot = Path(plot_path) if plot_path is not None else run.path / "ratings" / "elo.png"
     for name in ratings:  # generations known only from arena records are plotted too
         match = re.fullmatch(r"gen-(\d+)", name)
         if match:
             numbers.setdefault(name, int(match.group(1)))
-    plot_ratings(ratings, numbers, [player.name for player in anchor_players], plot, reference)
+    plot_ratings(ratings, numbers, [player.name for player in anchor_players], plot, scale)
     return {
-        "run_dir": str(run.path), "anchor": reference, "sims": sims, "new_games": played,
+        "run_dir": str(run.path), "anchor": reference, "pinned": pinned, "scale": scale, "sims": sims, "new_games": played,
         "games": len(all_games), "plot": str(plot),
         "ratings": {name: {"elo": r.elo, "elo_low": r.elo_low, "elo_high": r.elo_high, "games": r.games,
                            "score": r.score, "generation": numbers.get(name)} for name, r in ratings.items()},
