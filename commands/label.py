@@ -1,4 +1,5 @@
-"""``alphazero label``: label positions with a UCI engine, the ``--labeller`` (``alphazero.learn.label``); with
+"""``alphazero label``: label positions with a UCI engine or our alpha-beta, the ``--labeller``
+(``alphazero.learn.label``); with
 ``--workers K`` one engine per Ray actor (``workers.label``)."""
 
 from __future__ import annotations
@@ -11,18 +12,22 @@ import sys
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     label = sub.add_parser(
-        "label", help="label positions (run replay, PGN, EPD/FEN lines) with a UCI engine into a resumable CSV",
-        description="Writes fen,score_cp,mate,best_uci,wdl_win,wdl_draw,wdl_loss, scores from the side to move. "
+        "label", help="label positions (a run, PGN, EPD/FEN lines, bullet text, a book's games) into a resumable file",
+        description="Writes fen,score_cp,mate,best_uci,wdl_win,wdl_draw,wdl_loss,result, scores from the side to move "
+                    "(result: a played game's, 1/0.5/0); a .txt --out is bullet's text format (a book's games only). "
                     "Appends to --out and skips positions already in it; bad input lines are reported and skipped.")
     label.add_argument("positions", metavar="POSITIONS",
                        help="a run directory (its replay games), a .pgn file (every position), a .csv with a fen "
-                            "column, or an EPD / one-FEN-per-line file")
+                            "column, bullet text (FEN | score | result), an EPD / one-FEN-per-line file, or a "
+                            "polyglot book (.bin: the labeller plays games from its openings)")
     labeller = label.add_mutually_exclusive_group(required=True)
     labeller.add_argument("--labeller", metavar="SPEC",
-                          help='the UCI engine that labels: uci:COMMAND?Option Name=value&depth=D&nodes=N&movetime=MS, '
+                          help='who labels: a UCI engine, uci:COMMAND?Option Name=value&depth=D&nodes=N&movetime=MS, or our '
+                               'alpha-beta, ab:material|NNUE?nodes=N&depth=D&movetime=MS, '
                                'e.g. "uci:/usr/games/stockfish?depth=12"')
     labeller.add_argument("--engine", help=argparse.SUPPRESS)  # the old name of --labeller, refused by name in run()
-    label.add_argument("--out", required=True, metavar="FILE.csv", help="label file (appended to; created if missing)")
+    label.add_argument("--out", required=True, metavar="FILE.csv|FILE.txt",
+                       help="label file (appended to; created if missing; .txt: bullet's text format)")
     label.add_argument("--workers", type=int, default=1, help="K > 1: K engines as actors on a private local Ray")
     label.add_argument("--limit", type=int, default=None, metavar="N",
                        help="only the first N distinct positions of the input (a book: stop after N new positions)")

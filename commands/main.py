@@ -12,9 +12,25 @@ import sys
 from typing import Sequence
 
 from alphazero.errors import UserError
-from commands import arena, bench, diagnose, export, label, ladder, nnue, play, pretrain, puzzles, ratings, tournament, train, uci
+from commands import (
+    arena,
+    bench,
+    datagen,
+    diagnose,
+    export,
+    label,
+    ladder,
+    nnue,
+    play,
+    pretrain,
+    puzzles,
+    ratings,
+    tournament,
+    train,
+    uci,
+)
 
-COMMANDS = (train, bench, diagnose, uci, arena, tournament, ladder, ratings, puzzles, play, label, pretrain, nnue, export)
+COMMANDS = (train, bench, diagnose, uci, arena, tournament, ladder, ratings, puzzles, play, label, datagen, pretrain, nnue, export)
 """The subcommands, in the order ``alphazero --help`` lists them; each has ``add_parser(sub)``."""
 
 

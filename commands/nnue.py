@@ -19,12 +19,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           description="NNUE nets for the alpha-beta player (ab:PATH).")
     actions = nnue.add_subparsers(dest="nnue_command", required=True)
     train = actions.add_parser(
-        "train", help="train an NNUE from a label CSV, PGN games or a run's replay; resumable",
+        "train", help="train an NNUE from a label CSV, bullet text, PGN games or a run's replay; resumable",
         description="Features are computed once per data file and cached (--cache-dir). Progress and one line "
                     "per epoch on stderr, a JSON summary on stdout; NAME.train/ beside --out holds the resumable "
                     "state, metrics.jsonl and losses.png. Running the same command again resumes.")
     train.add_argument("--data", action="append", required=True, metavar="FILE",
-                       help="a labelled CSV (fen and score_cp/cp_stm/mate columns, as `alphazero label` writes), a .pgn "
+                       help="a labelled CSV (fen and score_cp/cp_stm/mate columns, optional result, as `alphazero label` "
+                            "and `datagen` write), bullet's text format (FEN | score | result, White's view), a .pgn "
                             "file (value: the results) or a run directory (its self-play replay: z and q); repeatable")
     train.add_argument("--out", required=True, metavar="NET", help="the NNUE file to write (.npz)")
     train.add_argument("--features", metavar="SPEC",

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 import ray
 
 from alphazero.errors import UserError
-from alphazero.learn.label import Labelled, Labeller, Task
+from alphazero.learn.label import Labelled, Task, make_labeller
 from workers.cluster import start_ray
 
 IN_FLIGHT = 2  # tasks queued per actor: one running, one ready to start
@@ -23,7 +23,7 @@ class LabelWorker:
     """A ``Labeller`` as an actor: one engine process for the actor's lifetime."""
 
     def __init__(self, labeller_spec: str) -> None:
-        self.labeller = Labeller(labeller_spec)
+        self.labeller = make_labeller(labeller_spec)
 
     def run(self, task: Task) -> list[Labelled]:
         return self.labeller.run(task)

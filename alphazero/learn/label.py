@@ -1,9 +1,13 @@
-"""Labelling positions with a UCI engine, and the resumable CSV the labels go to.
+"""Labelling positions with a searcher, and the resumable file the labels go to.
 
-Owns the label file (columns ``COLUMNS``, one row a position, appended) and the ``Labeller``: one
-engine process (``--labeller uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS``, the player spec
-grammar of ``alphazero.judge.players``) analysing one position at a time. Knows nothing of Ray: ``run_label``
-labels in this process, or hands the positions to a ``runner`` (``workers.label``) that fans them out.
+Owns the label file (``LabelFile``: a CSV of ``COLUMNS``, or bullet's text format for a ``.txt``, one
+row a position, appended) and the labellers (``make_labeller``): a UCI engine process
+(``uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS``, the player spec grammar of
+``alphazero.judge.players``; ``Labeller``) or our own alpha-beta in this process (``ab:EVAL?nodes=N...``;
+``ABLabeller``), each analysing one position at a time. Knows nothing of Ray: ``run_label`` labels in this
+process, or hands the positions to a ``runner`` (``workers.label``) that fans them out. ``alphazero
+label`` and ``alphazero datagen`` (our alpha-beta playing itself, the way engines that train NNUEs from
+zero make their data) both run ``run_label``.
 
 A row, every figure from the side to move in ``fen``:
 
@@ -17,25 +21,31 @@ best_uci   the engine's best move (first move of its principal variation), alway
 wdl_win    win / draw / loss per mille (sum 1000) when the engine reports WDL, else empty;
 wdl_draw   ``UCI_ShowWDL`` is turned on when the engine has that option (Stockfish does) and the
 wdl_loss   spec does not set it
+result     a played game's result for the side to move: 1 (won), 0.5 (drawn), 0 (lost); empty for a
+           position read from a file, or a game cut short by an engine failure
 ========== ===============================================================================
+
+A label file written before ``result`` existed (``LEGACY_COLUMNS``) is still appended to, in its own
+columns. bullet's text format (``alphazero.learn.bullet_text``: ``FEN | score | result``, both from
+White's view) holds only positions with a score and a game result: it is written for played games only.
 
 Positions come from a file (``alphazero.learn.positions``: a run's replay, a PGN, EPD/FEN lines, a CSV)
 or are **played** (a polyglot book, ``.bin``): the engine plays itself from the book's openings, as
 Stockfish's ``gensfen`` and bullet's data generators make NNUE data, and every position it searches
-is a row, labelled by the very search that chose its move (``GameTask``, ``Labeller.play``). A few
+is a row, labelled by the very search that chose its move (``GameTask``, ``Searcher.play``). A few
 uniformly random moves early in each game (``random_moves`` of the first ``RANDOM_PLIES`` plies after
 the book; gensfen's default is 5 in 24) spread the games over positions no engine would reach, where
 one side has blundered: the positions a weak player must learn to punish. A game ends when it is over
-by the rules, at ``max_plies``, or when the engine has seen a score beyond ``ADJUDICATE_CP`` for
-``ADJUDICATE_PLIES`` plies in a row (won; mates found are played out).
+by the rules, at ``max_plies`` (scored a draw), or when the engine has seen a score beyond ``ADJUDICATE_CP``
+for ``ADJUDICATE_PLIES`` plies in a row (won by the side the scores favour; mates found are played out).
 
 Resuming: the file is appended to, and a run skips every position whose ``position_key`` is already
 in it (played games: a position already written is not written again). A run killed mid-write
 leaves at most one unterminated last line; ``existing_labels`` cuts it off (the position is labelled
 again). Rows are written whole, one ``write`` each, flushed per batch.
 
-Labelling is slow: each position costs one engine search (Stockfish 15.1 at depth 12 on one core,
-measured in docs/RESULTS.md).
+Labelling is slow: each position costs one search (Stockfish 15.1 at depth 12 on one core, measured in
+docs/RESULTS.md; our alpha-beta at 5,000 nodes, a few milliseconds).
 """
 
 from __future__ import annotations
@@ -60,9 +70,12 @@ from alphazero.errors import InputError
 from alphazero.fileio import output_file
 from alphazero.judge.arena import Opening, book_openings
 from alphazero.judge.players import UCIPlayer, parse_uci_spec
+from alphazero.learn import bullet_text
 from alphazero.learn.positions import BadInput, position_key, read_fens, source_kind, unique_fens
+from alphazero.search.ab_player import make_ab_player
 
-COLUMNS = ("fen", "score_cp", "mate", "best_uci", "wdl_win", "wdl_draw", "wdl_loss")
+COLUMNS = ("fen", "score_cp", "mate", "best_uci", "wdl_win", "wdl_draw", "wdl_loss", "result")
+LEGACY_COLUMNS = COLUMNS[:-1]  # label files written before played games kept their result
 BATCH = 8  # positions per write (in-process) or per Ray task
 RANDOM_PLIES = 24  # a played game's random moves fall in its first plies after the book
 ADJUDICATE_CP = 2000  # a played game is over once every score for ADJUDICATE_PLIES plies is beyond this
@@ -204,7 +217,77 @@ class _PipeEngine:
                 stream.close()
 
 
-class Labeller:
+class Searcher:
+    """What labels: ``label_one(fen)`` searches one position and returns its row (``Labelled``); ``play`` and
+    ``label`` are built on it, the same for every kind of searcher (``make_labeller``)."""
+
+    spec = ""
+
+    def label_one(self, fen: str) -> Labelled:
+        raise NotImplementedError
+
+    def label(self, fens: Sequence[str]) -> list[Labelled]:
+        return [self.label_one(fen) for fen in fens]
+
+    def play(self, task: GameTask) -> list[Labelled]:
+        """The rows of one game the searcher plays against itself (``GameTask``), each with the game's
+        result for its side to move; an engine failure ends the game there (the failure is the last
+        item, and the game's rows have no result)."""
+        board = chess.Board(task.opening.fen)
+        for text in task.opening.moves:
+            board.push_uci(text)
+        rng = np.random.default_rng(task.seed)
+        count = min(task.random_moves, RANDOM_PLIES)
+        random_plies = set(rng.choice(RANDOM_PLIES, size=count, replace=False).tolist()) if count > 0 else set()
+        results: list[Labelled] = []
+        turns: list[bool] = []  # the side to move of each row
+        decided = 0
+        white_value: float | None = 0.0  # the game's value for White; 0 (a draw) at max_plies
+        for ply in range(task.max_plies):
+            status = terminal_status(board)
+            if status is not None:
+                white_value = status[0] if board.turn == chess.WHITE else -status[0]
+                break
+            result = self.label_one(board.fen())
+            results.append(result)
+            turns.append(board.turn)
+            if result.row is None:
+                white_value = None
+                break
+            _, cp, mate, best, *_ = result.row
+            decided = decided + 1 if (not mate and abs(int(cp)) > ADJUDICATE_CP) else 0
+            if decided >= ADJUDICATE_PLIES:
+                winner_is_mover = int(cp) > 0
+                white_value = 1.0 if winner_is_mover == (board.turn == chess.WHITE) else -1.0
+                break
+            if ply in random_plies:
+                legal = list(board.legal_moves)
+                board.push(legal[int(rng.integers(len(legal)))])
+            else:
+                board.push_uci(best)
+        if white_value is None:
+            return results
+        scored = []
+        for result, turn in zip(results, turns):
+            value = white_value if turn == chess.WHITE else -white_value
+            assert result.row is not None
+            scored.append(Labelled(result.fen, result.row[:-1] + (format_result(value),)))
+        return scored
+
+    def run(self, task: Task) -> list[Labelled]:
+        """A task's rows: ``play`` for a game, ``label`` for a batch of positions."""
+        return self.play(task) if isinstance(task, GameTask) else self.label(task)
+
+    def close(self) -> None:
+        pass
+
+
+def format_result(value: float) -> str:
+    """A game's value for a side (+1 / 0 / -1) as the ``result`` column writes it: 1, 0.5 or 0."""
+    return {1.0: "1", 0.0: "0.5", -1.0: "0"}[value]
+
+
+class Labeller(Searcher):
     """One UCI engine process; ``label(fens)`` analyses each position to the spec's limit (slow).
 
     python-chess starts the engine once to check the spec's options (a bad name or value is an
@@ -259,43 +342,7 @@ class Labeller:
         win = draw = loss = ""
         if "wdl" in info:
             win, draw, loss = (str(value) for value in info["wdl"])
-        return Labelled(fen, (fen, cp, mate, best.uci(), win, draw, loss))
-
-    def label(self, fens: Sequence[str]) -> list[Labelled]:
-        return [self.label_one(fen) for fen in fens]
-
-    def play(self, task: GameTask) -> list[Labelled]:
-        """The rows of one game the engine plays against itself (``GameTask``); an engine failure ends
-        the game there (the failure is the last item)."""
-        board = chess.Board(task.opening.fen)
-        for text in task.opening.moves:
-            board.push_uci(text)
-        rng = np.random.default_rng(task.seed)
-        count = min(task.random_moves, RANDOM_PLIES)
-        random_plies = set(rng.choice(RANDOM_PLIES, size=count, replace=False).tolist()) if count > 0 else set()
-        results: list[Labelled] = []
-        decided = 0
-        for ply in range(task.max_plies):
-            if terminal_status(board) is not None:
-                break
-            result = self.label_one(board.fen())
-            results.append(result)
-            if result.row is None:
-                break
-            _, cp, mate, best, *_ = result.row
-            decided = decided + 1 if (not mate and abs(int(cp)) > ADJUDICATE_CP) else 0
-            if decided >= ADJUDICATE_PLIES:
-                break
-            if ply in random_plies:
-                legal = list(board.legal_moves)
-                board.push(legal[int(rng.integers(len(legal)))])
-            else:
-                board.push_uci(best)
-        return results
-
-    def run(self, task: Task) -> list[Labelled]:
-        """A task's rows: ``play`` for a game, ``label`` for a batch of positions."""
-        return self.play(task) if isinstance(task, GameTask) else self.label(task)
+        return Labelled(fen, (fen, cp, mate, best.uci(), win, draw, loss, ""))
 
     def close(self) -> None:
         if self.engine is not None:
@@ -303,46 +350,127 @@ class Labeller:
             self.engine = None
 
 
+class ABLabeller(Searcher):
+    """Our alpha-beta (an ``ab:`` spec, ``alphazero.search.ab_player``) in this process: each position is
+    one search to the spec's limit (``nodes=N`` makes the labels independent of the machine's speed);
+    the transposition table is cleared before each game, so a game's rows depend only on its task."""
+
+    def __init__(self, labeller_spec: str) -> None:
+        self.spec = labeller_spec
+        self.player = make_ab_player(labeller_spec)
+
+    def label_one(self, fen: str) -> Labelled:
+        board = chess.Board(fen)
+        (move,) = self.player.choose_moves([board])
+        info = self.player.last_info()
+        cp = "" if info.mate is not None or info.score_cp is None else str(info.score_cp)
+        mate = "" if info.mate is None else str(info.mate)
+        return Labelled(fen, (fen, cp, mate, move.uci(), "", "", "", ""))
+
+    def play(self, task: GameTask) -> list[Labelled]:
+        self.player.search.clear()
+        return super().play(task)
+
+
+def make_labeller(spec: str) -> Searcher:
+    """The labeller a spec names: ``ab:...`` our alpha-beta, anything else a UCI engine (``uci:...``);
+    a bad spec is an ``InputError`` naming it."""
+    if spec.strip().lower().startswith("ab:"):
+        return ABLabeller(spec)
+    return Labeller(spec)
+
+
 # ---- the label file ---------------------------------------------------------------------------
 
 
-def existing_labels(path: str | os.PathLike) -> set[str]:
-    """The ``position_key`` of every row already in the label file ``path`` (none when it is missing or
-    empty); writes nothing but a repair: an unterminated last line (a kill mid-write) is cut off.
+class LabelFile:
+    """The file labels are appended to: bullet's text format for a ``.txt`` path (played games only), a
+    CSV of ``COLUMNS`` otherwise (module docstring). ``existing()`` reads what is there; ``format(rows)``
+    turns rows of ``COLUMNS`` into the file's text (a row with no result has no bullet line)."""
 
-    A file with another header, or a row of the wrong width, raises ``InputError`` naming the line:
-    it is not a label file and is left as it is (checked before anything is cut). The header is
-    written with the first rows (``run_label``)."""
-    path = Path(path)
-    if not path.is_file() or path.stat().st_size == 0:
-        return set()
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1  # 0: even the header was torn
-    header = ",".join(COLUMNS)
-    done: set[str] = set()
-    if keep == 0:
-        if not header.startswith(data.decode("utf-8", errors="replace")):
-            raise InputError(f"{path}:1: not a label file (expected the header {header}); choose another --out")
-    else:
-        reader = csv.reader(io.StringIO(data[:keep].decode("utf-8", errors="replace")))
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.kind = "bullet" if self.path.suffix.lower() == ".txt" else "csv"
+        self.columns: tuple[str, ...] = COLUMNS
+
+    def existing(self) -> set[str]:
+        """The ``position_key`` of every row already in the file (none when it is missing or empty);
+        writes nothing but a repair: an unterminated last line (a kill mid-write) is cut off.
+
+        A CSV with another header (``LEGACY_COLUMNS`` is taken, and kept), a row of the wrong width or a
+        line that is not bullet's raises ``InputError`` naming the line: it is not a label file and is
+        left as it is (checked before anything is cut). A CSV's header is written with the first rows."""
+        path = self.path
+        if not path.is_file() or path.stat().st_size == 0:
+            return set()
+        data = path.read_bytes()
+        keep = data.rfind(b"\n") + 1  # 0: even the first line was torn
+        text = data[:keep].decode("utf-8", errors="replace")
+        done = self._read_bullet(text) if self.kind == "bullet" else self._read_csv(data, keep, text)
+        if keep < len(data):
+            with open(path, "r+b") as handle:
+                handle.truncate(keep)
+        return done
+
+    def _read_csv(self, data: bytes, keep: int, text: str) -> set[str]:
+        header = ",".join(COLUMNS)
+        where = f"{self.path}:1"
+        if keep == 0:
+            torn = data.decode("utf-8", errors="replace")
+            if not (header.startswith(torn) or ",".join(LEGACY_COLUMNS).startswith(torn)):
+                raise InputError(f"{where}: not a label file (expected the header {header}); choose another --out")
+            return set()
+        reader = csv.reader(io.StringIO(text))
         first = next(reader, None)
-        if first != list(COLUMNS):
-            raise InputError(f"{path}:1: not a label file (header {first!r}, expected {header}); "
-                             "choose another --out")
+        if first not in (list(COLUMNS), list(LEGACY_COLUMNS)):
+            raise InputError(f"{where}: not a label file (header {first!r}, expected {header}); choose another --out")
+        self.columns = tuple(first)
+        done: set[str] = set()
         for row in reader:
-            if len(row) != len(COLUMNS):
-                raise InputError(f"{path}:{reader.line_num}: {len(row)} fields, expected {len(COLUMNS)} ({header})")
+            if len(row) != len(self.columns):
+                raise InputError(f"{self.path}:{reader.line_num}: {len(row)} fields, expected {len(self.columns)} "
+                                 f"({','.join(self.columns)})")
             done.add(position_key(row[0]))
-    if keep < len(data):
-        with open(path, "r+b") as handle:
-            handle.truncate(keep)
-    return done
+        return done
+
+    def _read_bullet(self, text: str) -> set[str]:
+        done: set[str] = set()
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                fen, _, _ = bullet_text.parse_line(line)
+            except ValueError as error:
+                raise InputError(f"{self.path}:{number}: not bullet's text format ({error}); choose another --out") \
+                    from None
+            done.add(position_key(fen))
+        return done
+
+    def header(self) -> str:
+        """What a new file starts with (a CSV's header line; nothing for bullet's format)."""
+        return ",".join(self.columns) + "\n" if self.kind == "csv" else ""
+
+    def format(self, rows: Sequence[tuple[str, ...]]) -> str:
+        """``rows`` (tuples of ``COLUMNS``) as the file's text; bullet's format skips rows with no result."""
+        if self.kind == "bullet":
+            return "".join(bullet_line(row) for row in rows if row[-1])
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(row[:len(self.columns)] for row in rows)
+        return buffer.getvalue()
 
 
-def format_rows(rows: Sequence[tuple[str, ...]]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
+def bullet_line(row: tuple[str, ...]) -> str:
+    """One row of ``COLUMNS`` (scores from the side to move) as a bullet line (from White's)."""
+    fen, cp, mate, *_, result = row
+    sign = 1 if fen.split()[1] == "w" else -1
+    white_result = float(result) if sign == 1 else 1.0 - float(result)
+    return bullet_text.format_line(fen, sign * int(cp) if cp else None, sign * int(mate) if mate else None,
+                                   white_result)
+
+
+def existing_labels(path: str | os.PathLike) -> set[str]:
+    """``LabelFile(path).existing()``: the keys of the positions already in a label file."""
+    return LabelFile(path).existing()
 
 
 # ---- progress ---------------------------------------------------------------------------------
@@ -386,7 +514,7 @@ Runner = Callable[[Iterator[Task], str, Callable[[list[Labelled]], None]], None]
 
 def label_in_process(tasks: Iterator[Task], labeller_spec: str, on_results: Callable[[list[Labelled]], None]) -> None:
     """The ``Runner`` without Ray: one engine in this process."""
-    labeller = Labeller(labeller_spec)
+    labeller = make_labeller(labeller_spec)
     try:
         for task in tasks:
             on_results(labeller.run(task))
@@ -410,32 +538,45 @@ def game_tasks(book: str | os.PathLike, seed: int, random_moves: int, max_plies:
 def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathLike, limit: int | None = None,
               runner: Runner | None = None, log: Callable[[str], None] | None = None,
               progress: bool = False, minutes: float | None = None, random_moves: int = 5,
-              seed: int | None = None) -> dict:
+              seed: int | None = None, games: int | None = None, file_positions: int | None = None) -> dict:
     """``alphazero label``: label the distinct positions of ``source`` not yet in ``out``; returns a summary.
 
     A file source: ``limit`` keeps its first ``limit`` distinct positions (so a rerun with the same
     limit finishes the same set). A book (``.bin``) source: games are played (module docstring) until
     ``limit`` new positions are written or ``minutes`` are up; one of the two is required; ``seed``
     (default: the number of rows already in ``out``, so a resumed run plays new games) picks openings
-    and random moves. ``minutes`` stops handing out work after that time, for either source; the
-    work under way is finished and written. Bad input lines and engine failures go to ``log``
-    (default stderr) and are skipped; failed positions are not written, so a rerun tries them again.
+    and random moves; ``games`` stops after that many games, ``file_positions`` once the file holds that
+    many positions (so the same command resumed finishes the same target). ``minutes`` stops handing
+    out work after that time, for either source; the work under way is finished and written. Bad input
+    lines and engine failures go to ``log`` (default stderr) and are skipped; failed positions are not
+    written, so a rerun tries them again. ``out`` is a CSV, or bullet's text format for a ``.txt``
+    (played games only: ``LabelFile``).
     """
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     if limit is not None and limit < 1:
         raise InputError(f"--limit must be at least 1, got {limit}")
     if minutes is not None and minutes <= 0:
         raise InputError(f"--minutes must be positive, got {minutes}")
+    for name, value in (("--games", games), ("--positions", file_positions)):
+        if value is not None and value < 1:
+            raise InputError(f"{name} must be at least 1, got {value}")
     output_file(out, "--out")
+    label_file = LabelFile(out)
     playing = source_kind(source) == "book"
-    if playing and limit is None and minutes is None:
+    if playing and limit is None and minutes is None and games is None and file_positions is None:
         raise InputError(f"{source}: a book is played until --limit positions or --minutes; give one")
+    if label_file.kind == "bullet" and not playing:
+        raise InputError(f"{out}: bullet's text format needs each position's game result, which only played games "
+                         "have; play from a book (.bin) or write a .csv")
     bad: list[BadInput] = []  # logged once the input is read: an input with no position at all is one error
-    Labeller(labeller_spec).close()  # a bad spec or engine fails now, before the input is read
-    done = existing_labels(out)
+    make_labeller(labeller_spec).close()  # a bad spec or engine fails now, before the input is read
+    done = label_file.existing()
+    if playing and file_positions is not None:
+        wanted = max(0, file_positions - len(done))
+        limit = wanted if limit is None else min(limit, wanted)
     started = time.perf_counter()
     deadline = None if minutes is None else time.monotonic() + 60.0 * minutes
-    counts = {"labelled": 0, "failed": 0, "repeated": 0, "games": 0}
+    counts = {"labelled": 0, "failed": 0, "repeated": 0, "games": 0, "handed_out": 0}
 
     if playing:
         fens: list[str] = []
@@ -458,13 +599,16 @@ def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathL
                 return
             if playing and limit is not None and counts["labelled"] >= limit:
                 return
+            if playing and games is not None and counts["handed_out"] >= games:
+                return
+            counts["handed_out"] += 1
             yield task
 
     bar = ProgressBar(todo_count) if progress and todo_count else None
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a", newline="", encoding="utf-8") as handle:
         if handle.tell() == 0:
-            handle.write(",".join(COLUMNS) + "\n")
+            handle.write(label_file.header())
 
         def on_results(results: list[Labelled]) -> None:
             rows = []
@@ -482,7 +626,7 @@ def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathL
             if limit is not None and playing:
                 rows = rows[:max(0, limit - counts["labelled"])]
             if rows:
-                handle.write(format_rows(rows))
+                handle.write(label_file.format(rows))
                 handle.flush()
             counts["labelled"] += len(rows)
             counts["games"] += bool(playing)
@@ -490,7 +634,7 @@ def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathL
                 bar.add(len(rows) if playing else len(results))
 
         try:
-            if playing or todo_count:  # nothing left to label starts no engine (nor Ray)
+            if (playing and limit != 0) or todo_count:  # nothing left to label starts no engine (nor Ray)
                 (runner or label_in_process)(until_done(tasks), labeller_spec, on_results)
         finally:
             if bar is not None:

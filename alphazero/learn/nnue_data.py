@@ -9,10 +9,14 @@ Sources (``source_kind``: a directory is a run, ``.pgn`` is games, anything else
 - **labelled CSV** with a ``fen`` column and a score: ``score_cp`` (``alphazero label``) or ``cp_stm``
   / ``cp`` (``../shared/data/evals-dev.csv``), centipawns for the side to move; ``mate`` (moves to mate,
   signed for the side to move) gives +-inf; the ``wdl_win,wdl_draw,wdl_loss`` columns are used only
-  when a row has neither (their expected score as ``400 * logit(p)``). No game result: ``result`` NaN.
+  when a row has neither (their expected score as ``400 * logit(p)``).
   A row with no score at all keeps NaN (the trainer drops rows without a target). FENs are read by
   the features' compiled parser (kings, piece and pawn counts, the en-passant square; the move
-  counters may be missing), at a microsecond a row instead of python-chess's hundred.
+  counters may be missing), at a microsecond a row instead of python-chess's hundred. A ``result``
+  column (``alphazero datagen``, a played ``label``: 1 / 0.5 / 0 for the side to move, empty unknown)
+  is the game's result.
+- **bullet text** (``FEN | score | result``, White's view, ``alphazero.learn.bullet_text``; found by its
+  first line): score and result turned to the side to move's; a mate score is +-inf.
 - **PGN** (``.pgn``): every position of every game that has a legal move; ``result`` the game's result
   for the side to move (NaN for ``*``), no score.
 - **run directory** (or its ``replay/`` folder): every position of every self-play game, replayed from
@@ -73,6 +77,8 @@ import numpy as np
 from alphazero.board.game import RESULT_VALUES
 from alphazero.errors import InputError
 from alphazero.fileio import atomic_write, text_lines
+from alphazero.learn import bullet_text
+from alphazero.learn.bullet_text import looks_like_bullet
 from alphazero.learn.positions import has_legal_move, position_and_move, raise_bad, read_pgn_games
 
 DATA_FORMAT_VERSION = 2  # 2: positions carry a noisy flag (in check, or the move that follows takes or promotes)
@@ -253,13 +259,16 @@ def concat_data(parts: Sequence[Dataset]) -> Dataset:
 
 
 def source_kind(path: str | os.PathLike) -> str:
-    """``replay`` (a directory), ``pgn`` (``.pgn``) or ``csv`` (any other file)."""
+    """``replay`` (a directory), ``pgn`` (``.pgn``), ``bullet`` (a file whose first line is bullet's) or
+    ``csv`` (any other file)."""
     path = Path(path)
     if path.is_dir():
         return "replay"
     if not path.is_file():
         raise InputError(f"{path}: no such file or directory")
-    return "pgn" if path.suffix.lower() == ".pgn" else "csv"
+    if path.suffix.lower() == ".pgn":
+        return "pgn"
+    return "bullet" if path.suffix.lower() != ".csv" and looks_like_bullet(path) else "csv"
 
 
 def q_to_cp(q: float) -> float:
@@ -303,6 +312,35 @@ def _row_score(row: list[str], column: dict[str, int], where: str) -> float:
     except ValueError as error:
         raise InputError(f"{where}: bad score ({error})") from None
     return math.nan
+
+
+def _row_result(row: list[str], column: dict[str, int], where: str) -> float:
+    """The ``result`` column (1 / 0.5 / 0 for the side to move) as +1 / 0 / -1; NaN when absent or empty."""
+    text = row[column["result"]].strip() if "result" in column else ""
+    if not text:
+        return math.nan
+    if text not in ("1", "0.5", "0", "1.0", "0.0"):
+        raise InputError(f"{where}: bad result {text!r} (1, 0.5 or 0 for the side to move)")
+    return 2.0 * float(text) - 1.0
+
+
+def _read_bullet(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None:
+    if pqr is not None:
+        raise InputError(f"{path}: PQR triples need the move played, which bullet's text format does not hold")
+    with contextlib.closing(text_lines(path, "bullet text")) as lines:
+        for number, text in enumerate(lines, start=1):
+            if not text.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                fen, white_cp, white_result = bullet_text.parse_line(text)
+            except ValueError as error:
+                raise InputError(f"{where}: {error}") from None
+            sign = 1.0 if fen.split()[1:2] == ["w"] else -1.0
+            result = 2.0 * white_result - 1.0
+            # In-check positions count as noisy; bullet's format has no best move to say more.
+            collected.add((fen,), number, where, score_cp=sign * white_cp, result=sign * result,
+                          noisy=_noisy_fen(fen, ""))
 
 
 def mirror_fen(fen: str) -> str | None:
@@ -440,7 +478,7 @@ def _read_csv(path: Path, collected: _Collected, pqr: _PQRPicker | None) -> None
                 # refuses is named by _Collected with this line.
                 best = row[column["best_uci"]].strip() if "best_uci" in column else ""
                 collected.add((fen,), reader.line_num, where, score_cp=_row_score(row, column, where),
-                              noisy=_noisy_fen(fen, best))
+                              result=_row_result(row, column, where), noisy=_noisy_fen(fen, best))
                 continue
             board, move = position_and_move(fen, row[column["best_uci"]], where)
             pqr.add(board, move, reader.line_num)
@@ -551,7 +589,7 @@ def read_source(path: str | os.PathLike, feature_set: Any, what: str = "position
     kind = source_kind(path)
     collected = _Collected(feature_set, pqr=what == "pqr", mirror=mirror)
     pqr = _PQRPicker(collected, seed) if what == "pqr" else None
-    readers = {"csv": _read_csv, "pgn": _read_pgn, "replay": _read_replay}
+    readers = {"csv": _read_csv, "pgn": _read_pgn, "replay": _read_replay, "bullet": _read_bullet}
     readers[kind](path, collected, pqr)
     if not collected.groups:
         raise InputError(f"{path}: no {'PQR triples' if pqr else 'positions'} to train on")

@@ -1,6 +1,6 @@
 """Positions read from the files the project labels or learns from, with the place of every bad line.
 
-Owns reading and validating positions from three kinds of source; knows nothing of engines, torch or
+Owns reading and validating positions from four kinds of source; knows nothing of engines, torch or
 Ray:
 
 - a **run directory** (or its ``replay/`` folder): every game of every replay shard, replayed from
@@ -12,6 +12,7 @@ Ray:
   optional operations such as ``hmvc``/``fmvn``); blank lines and lines starting with ``#`` are
   ignored. A ``.csv`` file with a ``fen`` column (the output of ``alphazero label``, the files of
   ``../shared/data``) is read through that column.
+- a file in **bullet's text format** (``FEN | score | result``, ``alphazero.learn.bullet_text``): its FENs.
 
 Positions are full FENs (``board.fen()``), positions without a legal move left out (a game's final
 checkmate or stalemate: nothing to label). Two FENs are the same position when their first four fields
@@ -38,6 +39,8 @@ import numpy as np
 from alphazero.board.encoding import board_from_fen
 from alphazero.board.game import legal_move
 from alphazero.errors import InputError
+from alphazero.learn.bullet_text import looks_like_bullet
+from alphazero.learn.bullet_text import parse_line as parse_bullet_line
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,8 @@ def has_legal_move(board: chess.Board) -> bool:
 
 def source_kind(path: str | os.PathLike) -> str:
     """``replay`` (a directory), ``pgn``, ``csv``, ``book`` (a polyglot ``.bin``: openings to play from, not
-    positions to read; ``alphazero label`` plays games from it) or ``epd`` (anything else: one position
+    positions to read; ``alphazero label`` plays games from it), ``bullet`` (bullet's text format,
+    ``alphazero.learn.bullet_text``, found by its first line) or ``epd`` (anything else: one position
     a line)."""
     path = Path(path)
     if path.is_dir():
@@ -78,7 +82,8 @@ def source_kind(path: str | os.PathLike) -> str:
     if not path.is_file():
         raise InputError(f"{path}: no such file or directory")
     suffix = path.suffix.lower()
-    return {".pgn": "pgn", ".csv": "csv", ".bin": "book"}.get(suffix, "epd")
+    kind = {".pgn": "pgn", ".csv": "csv", ".bin": "book"}.get(suffix, "epd")
+    return "bullet" if kind == "epd" and looks_like_bullet(path) else kind
 
 
 # ---- PGN --------------------------------------------------------------------------------------
@@ -243,9 +248,26 @@ def _csv_fens(path: Path, on_bad: OnBad) -> Iterator[str]:
                 on_bad(BadInput(where, f"{board.fen()} has no legal move"))
 
 
+def _bullet_fens(path: Path, on_bad: OnBad) -> Iterator[str]:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                fen, _, _ = parse_bullet_line(text)
+                board = parse_position_line(fen)
+            except ValueError as error:
+                on_bad(BadInput(f"{path}:{number}", f"{error}"))
+                continue
+            if has_legal_move(board):
+                yield board.fen()
+            else:
+                on_bad(BadInput(f"{path}:{number}", f"{board.fen()} has no legal move"))
+
+
 def read_fens(path: str | os.PathLike, on_bad: OnBad) -> Iterator[str]:
     """Every position of ``path`` (kind by ``source_kind``) as a full FEN, in file order, repeats included."""
-    readers = {"replay": _replay_fens, "pgn": _pgn_fens, "csv": _csv_fens, "epd": _line_fens}
+    readers = {"replay": _replay_fens, "pgn": _pgn_fens, "csv": _csv_fens, "epd": _line_fens, "bullet": _bullet_fens}
     kind = source_kind(path)
     if kind not in readers:
         raise InputError(f"{path}: a polyglot book holds openings, not positions to read")
