@@ -45,7 +45,7 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
     """New simulations per second searching ``num_games`` self-play games together for ``moves`` moves
     with the configured search (``search.implementation``: compiled or Python); visits a reused subtree
     brought along are not counted."""
-    evaluator = NetworkEvaluator(net, device=device, backend=config.search.backend)
+    evaluator = NetworkEvaluator.for_search(net, config.search, device=device)
     mcts, new_tree = build_search(evaluator, config.search)
     starts = sample_positions(num_games, seed=seed + 1)
     trees = [new_tree(board, i) for i, board in enumerate(starts)]
