@@ -102,3 +102,20 @@ def test_an_actor_runs_on_cuda_only_when_given_a_gpu_that_torch_sees() -> None:
     assert "runs on the CPU" in warning
     device, warning = actor_device("learner", 1.0, [], True)
     assert device == "cpu" and warning is not None and "Ray gave it none" in warning
+
+
+def test_the_shipped_gpu_configs_fit_the_machines_they_are_for() -> None:
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    desktop = load_config(configs / "gpu.yaml")  # one GPU and eight cores, shares summing to one GPU
+    workers = desktop.workers
+    assert workers.num_selfplay_workers * workers.selfplay_gpus + workers.learner_gpus + workers.arena_gpus == pytest.approx(1)
+    assert check_fits(desktop, cpus=8, gpus=1) == 8
+    with pytest.raises(RunError, match="this machine has 0 GPUs"):
+        check_fits(desktop, cpus=8, gpus=0)
+    cluster = load_config(configs / "large.yaml")  # configs/cluster.yaml: a head of one GPU, three nodes of four
+    assert cluster.workers.selfplay_gpus > 0 and cluster.workers.learner_gpus == 1
+    assert gpu_placement_error(cluster, [1, 4, 4, 4]) is None
+    assert gpu_placement_error(cluster, [0, 4, 4, 4]) is not None  # the learner needs the head's GPU
+    assert gpu_placement_error(cluster, [1, 4, 4]) is not None

@@ -39,7 +39,7 @@ def _plain(value):
 
 def test_there_are_run_configs_to_check():
     names = {p.name for p in RUN_CONFIGS}
-    assert {"default.yaml", "smoke.yaml", "quickstart.yaml", "large.yaml", "supervised.yaml"} <= names
+    assert {"default.yaml", "smoke.yaml", "quickstart.yaml", "large.yaml", "supervised.yaml", "gpu.yaml"} <= names
 
 
 @pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)

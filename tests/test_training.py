@@ -294,7 +294,7 @@ def test_gpu_shares_pack_onto_one_gpu_and_actors_without_cuda_fall_back_to_the_c
 
     config = load_config(SMOKE, ["workers.num_selfplay_workers=3", "workers.selfplay_gpus=0.25",
                                  "workers.cpus_per_selfplay_worker=0", "workers.learner_gpus=0.25",
-                                 "workers.learner_cpus=0"])
+                                 "workers.learner_cpus=0", "selfplay.max_plies=4", "selfplay.games_per_call=1"])
     lines: list[str] = []
 
     class _Lines(Progress):

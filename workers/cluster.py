@@ -141,7 +141,7 @@ def gpu_placement_error(config: RunConfig, node_gpus: Sequence[float], driver_no
     unplaced = _unplaced(config, node_gpus, driver_node)
     if unplaced is None:
         return None
-    if unplaced == "learner":
+    if unplaced == "learner" and sum(int(n) for n in node_gpus) > 0:  # GPUs elsewhere, none for the learner
         driver_gpus = int(node_gpus[driver_node]) if node_gpus else 0
         return (f"the learner asks for {_gpus(workers.learner_gpus)} on the driver's node (it reads the run directory), "
                 f"which has {driver_gpus}; lower workers.learner_gpus (0: the CPU), or run the driver on a node with a GPU")
@@ -161,13 +161,16 @@ def gpu_placement_error(config: RunConfig, node_gpus: Sequence[float], driver_no
     fix = f"--set workers.num_selfplay_workers={fit} to fit, " if fit >= 1 else ""
     have = sum(int(n) for n in node_gpus)
     per_node = f" ({', '.join(str(int(n)) for n in node_gpus)} per node)" if len(node_gpus) > 1 else ""
+    fixes = (f"use {fix}a smaller workers.selfplay_gpus (0: the CPU)" if have else
+             "set workers.selfplay_gpus, learner_gpus and arena_gpus to 0 to run on the CPU")
     return (f"the config asks for {_gpus(wanted_gpus(config))} ({workers.num_selfplay_workers} self-play x "
             f"{workers.selfplay_gpus:g} + learner {workers.learner_gpus:g} + arena {workers.arena_gpus:g}), which Ray "
-            f"places on {_gpus(needed)}{per_gpu}, but {where} has {_gpus(have)}{per_node}; use {fix}"
-            "a smaller workers.selfplay_gpus (0: the CPU), or --address to join a Ray cluster with more GPUs")
+            f"places on {_gpus(needed)}{per_gpu}, but {where} has {_gpus(have)}{per_node}; {fixes}, "
+            "or --address to join a Ray cluster with more GPUs")
 
 
 def _gpus(count: float) -> str:
+    count = round(count, 4)  # 4 x 0.15 is 1.0000000000000002
     return f"{count:g} GPU" + ("" if count == 1 else "s")
 
 
