@@ -119,3 +119,14 @@ def test_the_shipped_gpu_configs_fit_the_machines_they_are_for() -> None:
     assert gpu_placement_error(cluster, [1, 4, 4, 4]) is None
     assert gpu_placement_error(cluster, [0, 4, 4, 4]) is not None  # the learner needs the head's GPU
     assert gpu_placement_error(cluster, [1, 4, 4]) is not None
+
+
+def test_bench_selfplay_on_cuda_gives_each_actor_a_share_and_none_on_the_cpu() -> None:
+    from workers.bench import bench_gpu_share
+
+    config = load_config(None)
+    assert bench_gpu_share(config, 4, "cpu") == 0.0
+    assert bench_gpu_share(config, 4, "cuda") == 0.25  # the config says 0: an equal share of one GPU
+    assert bench_gpu_share(config, 3, "cuda") == 0.3333  # on Ray's grid of 1/10,000
+    assert bench_gpu_share(config, 1, "cuda") == 1.0
+    assert bench_gpu_share(load_config(None, ["workers.selfplay_gpus=0.5"]), 4, "cuda") == 0.5  # the config's own
