@@ -16,7 +16,9 @@ equal): a config file states only what it changes, and ``RunConfig()`` is the de
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,10 +92,27 @@ class SearchConfig:
     # Runtime, CPU only; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md)
     # or ``auto``: onnx on the CPU when onnxruntime imports, torch on CUDA.
     backend: str = "auto"
+    # How the torch backend runs the network on its device (alphazero.nets.inference.InferenceSettings):
+    # ``precision`` fp32, fp16 or bf16 (autocast), ``channels_last`` true or false (the conv tower's memory
+    # format), ``pin_memory`` true or false (planes and outputs pass through reused page-locked host buffers,
+    # copied with non_blocking; on the cpu the buffers cannot be pinned and the same staging runs unpinned).
+    # ``auto``: on CUDA fp16, channels-last and pinned (the usual choices for a conv net on tensor cores, not yet
+    # measured in this project); on the CPU fp32, contiguous, no staging (measured: docs/RESULTS.md "GPU self-play").
+    precision: str = "auto"
+    channels_last: bool | str = "auto"
+    pin_memory: bool | str = "auto"
 
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "torch", "onnx"):
             raise ValueError(f"search.backend must be auto, torch or onnx, got {self.backend!r}")
+        if self.precision not in ("auto", "fp32", "fp16", "bf16"):
+            raise ValueError(f"search.precision must be auto, fp32, fp16 or bf16, got {self.precision!r}")
+        for key in ("channels_last", "pin_memory"):
+            if getattr(self, key) not in (True, False, "auto"):
+                raise ValueError(f"search.{key} must be true, false or auto, got {getattr(self, key)!r}")
+        if self.backend == "onnx" and (self.precision in ("fp16", "bf16") or self.channels_last is True):
+            raise ValueError("search.precision fp16/bf16 and search.channels_last run in the torch backend; "
+                             "set search.backend to torch or auto")
         if self.implementation not in ("auto", "compiled", "python"):
             raise ValueError(f"search.implementation must be auto, compiled or python, got {self.implementation!r}")
         if self.algorithm not in ("puct", "gumbel"):
@@ -175,7 +194,14 @@ class ArenaConfig:
 
 @dataclass(frozen=True)
 class WorkersConfig:
-    """Ray placement and sizes."""
+    """Ray placement and sizes.
+
+    ``*_gpus`` is the share of a GPU each actor asks Ray for: 0 (the default) runs it on the CPU, a fraction
+    in (0, 1] shares one GPU (0.25: four actors on a GPU; Ray packs fractions onto one device), a whole
+    number > 1 takes that many GPUs. An actor Ray gave a GPU runs its network on CUDA; one whose process
+    sees no CUDA (a CPU build of torch, a logical GPU) falls back to the CPU with a warning in the run's
+    events and on the console (``workers.actors.actor_device``).
+    """
 
     num_selfplay_workers: int = 2
     cpus_per_selfplay_worker: float = 1.0
@@ -183,6 +209,25 @@ class WorkersConfig:
     learner_cpus: float = 0.0  # 0: the learner shares the CPUs of the self-play actors
     arena_cpus: float = 0.0  # 0: the arena shares the CPUs of the others
     object_store_memory_mb: int = 256  # for the embedded local Ray
+    selfplay_gpus: float = 0.0  # per self-play actor
+    learner_gpus: float = 0.0  # the learner (on the driver's node); with train.device auto it trains on CUDA only given one
+    arena_gpus: float = 0.0
+
+
+GPU_KEYS = ("selfplay_gpus", "learner_gpus", "arena_gpus")
+
+
+def gpu_share_error(key: str, value: float) -> str | None:
+    """Why ``value`` is not a GPU share Ray can place (``workers.KEY``), or None: a fraction in [0, 1] in
+    steps of 0.0001 (Ray's resolution), or a whole number of GPUs."""
+    if not math.isfinite(value) or value < 0:
+        return f"workers.{key} must be a number >= 0 (0: the CPU), got {value!r}"
+    if value > 1 and not value.is_integer():
+        return (f"workers.{key} must be a fraction of one GPU (at most 1) or a whole number of GPUs, got {value!r}; "
+                "Ray cannot split an actor over GPUs")
+    if abs(value * 10_000 - round(value * 10_000)) > 1e-6:
+        return f"workers.{key} has more than 4 decimal places ({value!r}); Ray places GPU shares in steps of 0.0001"
+    return None
 
 
 @dataclass(frozen=True)
@@ -207,6 +252,10 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a list, got {value!r}")
         inner = typing.get_args(annotation)[0]
         return tuple(_coerce(item, inner, f"{key}[{i}]") for i, item in enumerate(value))
+    if isinstance(annotation, types.UnionType) and set(typing.get_args(annotation)) == {bool, str}:
+        if not isinstance(value, (bool, str)):
+            raise ConfigError(f"{key}: expected true, false or a word, got {value!r}")
+        return value
     if annotation is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {value!r}")
@@ -350,3 +399,7 @@ def _validate(config: RunConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    for key in GPU_KEYS:
+        error = gpu_share_error(key, getattr(config.workers, key))
+        if error:
+            raise ConfigError(error)

@@ -18,7 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--seconds", type=float, default=None,
                        help="time per measurement (default 3; 120 per actor count with --selfplay)")
     bench.add_argument("--threads", type=int, default=1, help="torch threads")
-    bench.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the network runs")
+    bench.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                       help="where the network runs (with --selfplay: each actor asks Ray for workers.selfplay_gpus of "
+                            "a GPU, or 1/N of one when the config says 0)")
     bench.add_argument("--selfplay", default="", metavar="N[,M...]",
                        help="instead: self-play throughput on a local Ray with N (then M...) actors for --seconds each")
     bench.set_defaults(func=run)
@@ -29,15 +31,22 @@ def run(args: argparse.Namespace) -> int:
     from alphazero.bench.suite import run_benchmarks
 
     config = load_config(args.config or default_config_path(), args.overrides)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InputError(f"--device cuda: torch {torch.__version__} sees no CUDA device on this machine "
+                             "(no GPU, or a CPU build of torch); use --device cpu")
     if args.selfplay:
         from workers.bench import selfplay_throughput
 
         counts = _actor_counts(args.selfplay)
         # Games take minutes each: a window much shorter than two minutes counts too few to mean anything.
         seconds = args.seconds if args.seconds is not None else 120.0
-        rows = [selfplay_throughput(config, n, seconds=seconds) for n in counts]
+        rows = [selfplay_throughput(config, n, seconds=seconds, device=args.device) for n in counts]
         figures = {"network": f"{config.network.blocks}x{config.network.channels}",
-                   "num_simulations": config.search.num_simulations, "runs": rows}
+                   "num_simulations": config.search.num_simulations, "device": args.device,
+                   "games_per_actor": config.selfplay.games_per_worker, "runs": rows}
         if len(rows) > 1:
             figures["speedup"] = round(rows[-1]["positions_per_s"] / rows[0]["positions_per_s"], 2)
         print(json.dumps(figures) if args.json else json.dumps(figures, indent=1))

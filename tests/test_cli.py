@@ -30,6 +30,22 @@ def test_bench_json_has_every_figure(capsys) -> None:
                 "nnue_train_positions_per_s_2t"):
         assert figures[key] > 0, key
     assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_implementation"] == "auto"
+    assert figures["device"] == "cpu" and figures["inference"] == "fp32" and figures["backend"] == "onnx"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: --device cuda runs")
+@pytest.mark.parametrize("argv", [["bench", "--device", "cuda"], ["bench", "--selfplay", "2", "--device", "cuda"]],
+                         ids=["suite", "selfplay"])
+def test_bench_on_cuda_without_cuda_is_one_line_and_exit_2(argv, one_line_error) -> None:
+    assert "--device cuda" in one_line_error(*argv) and "sees no CUDA device" in one_line_error(*argv)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_train_with_gpu_shares_on_a_machine_without_a_gpu_is_refused_before_anything_starts(tmp_path,
+                                                                                        one_line_error) -> None:
+    line = one_line_error("train", "--config", str(ROOT / "configs" / "gpu.yaml"), "--run-dir", str(tmp_path / "run"))
+    assert "asks for 1 GPU (4 self-play x 0.15 + learner 0.3 + arena 0.1)" in line and "has 0 GPUs" in line
+    assert not (tmp_path / "run").exists()
 
 
 def test_bad_config_key_exits_2_naming_it(capsys) -> None:

@@ -39,7 +39,7 @@ def _plain(value):
 
 def test_there_are_run_configs_to_check():
     names = {p.name for p in RUN_CONFIGS}
-    assert {"default.yaml", "smoke.yaml", "quickstart.yaml", "large.yaml", "supervised.yaml"} <= names
+    assert {"default.yaml", "smoke.yaml", "quickstart.yaml", "large.yaml", "supervised.yaml", "gpu.yaml"} <= names
 
 
 @pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
@@ -206,6 +206,46 @@ def test_invalid_value_is_rejected_naming_the_key(override, key):
     with pytest.raises(ConfigError) as error:
         load_config(None, [override])
     assert key in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("workers.selfplay_gpus=-0.25", "must be a number >= 0"),
+        ("workers.learner_gpus=-1", "must be a number >= 0"),
+        ("workers.arena_gpus=.nan", "must be a number >= 0"),
+        ("workers.selfplay_gpus=.inf", "must be a number >= 0"),
+        ("workers.selfplay_gpus=1.5", "a whole number of GPUs, got 1.5"),
+        ("workers.learner_gpus=2.25", "a whole number of GPUs, got 2.25"),
+        ("workers.selfplay_gpus=0.33333", "more than 4 decimal places"),
+        ("workers.selfplay_gpus=quarter", "expected a number, got 'quarter'"),
+        ("workers.learner_gpus=true", "expected a number"),
+        ("search.precision=fp8", "must be auto, fp32, fp16 or bf16"),
+        ("search.channels_last=3", "expected true, false or a word"),
+        ("search.pin_memory=sometimes", "must be true, false or auto"),
+    ],
+)
+def test_bad_gpu_shares_and_inference_settings_are_one_line_naming_the_key(override, words):
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [override])
+    message = str(error.value)
+    assert override.split("=")[0] in message and words in message and "\n" not in message
+
+
+def test_gpu_shares_ray_can_place_are_accepted():
+    config = load_config(None, ["workers.selfplay_gpus=0.25", "workers.learner_gpus=2", "workers.arena_gpus=1",
+                                "search.precision=bf16", "search.channels_last=true", "search.pin_memory=false"])
+    assert (config.workers.selfplay_gpus, config.workers.learner_gpus, config.workers.arena_gpus) == (0.25, 2.0, 1.0)
+    assert (config.search.precision, config.search.channels_last, config.search.pin_memory) == ("bf16", True, False)
+    assert RunConfig().workers.selfplay_gpus == 0  # the default plays on the CPU
+
+
+def test_torch_only_inference_settings_with_the_onnx_backend_are_refused():
+    with pytest.raises(ConfigError, match="run in the torch backend"):
+        load_config(None, ["search.backend=onnx", "search.precision=fp16"])
+    with pytest.raises(ConfigError, match="run in the torch backend"):
+        load_config(None, ["search.backend=onnx", "search.channels_last=true"])
+    assert load_config(None, ["search.backend=onnx", "search.precision=fp32"]).search.backend == "onnx"
 
 
 def test_window_smaller_than_batch_is_rejected():

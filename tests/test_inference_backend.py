@@ -224,3 +224,115 @@ def test_onnx_value_of_a_material_head_net_is_the_mixed_value() -> None:
     assert m is not None and float((v - m).abs().max()) > 0.05
     np.testing.assert_allclose(values, (0.6 * v + 0.4 * m).numpy(), atol=1e-4, rtol=0)
     np.testing.assert_allclose(logits, want_logits.numpy(), atol=1e-4, rtol=0)
+
+
+# -- the device-aware torch path (search.precision, channels_last, pin_memory), each run on the CPU ------------
+
+
+def test_auto_settings_are_fp16_channels_last_pinned_on_cuda_and_plain_on_the_cpu() -> None:
+    from alphazero.nets.inference import InferenceSettings, resolve_settings
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")  # device objects only: no GPU is touched
+    assert resolve_settings(cuda) == InferenceSettings("fp16", True, True)
+    assert resolve_settings(cpu) == InferenceSettings() and resolve_settings(cpu).plain
+    assert resolve_settings(cuda, "fp32", False, False).plain
+    assert resolve_settings(cpu, "bf16", True, True) == InferenceSettings("bf16", True, True)
+    # auto takes torch when a setting asks for what only torch does; onnx asked for with one is refused.
+    assert resolve_backend("auto", cpu, InferenceSettings("bf16")) == "torch"
+    assert resolve_backend("auto", cpu, InferenceSettings()) == "onnx"
+    with pytest.raises(ValueError, match="fp32 and contiguous only"):
+        resolve_backend("onnx", cpu, InferenceSettings(channels_last=True))
+    assert NetworkEvaluator(make_net(3), precision="bf16").backend == "torch"
+
+
+@pytest.mark.parametrize("precision, channels_last, pin_memory, tolerance", [
+    ("fp32", True, False, 1e-4), ("fp32", False, True, 1e-4), ("fp32", True, True, 1e-4),
+    ("bf16", False, False, 0.1), ("fp16", False, False, 0.02), ("bf16", True, True, 0.1), ("fp16", True, True, 0.02),
+])
+def test_every_setting_runs_on_the_cpu_close_to_fp32(net, precision, channels_last, pin_memory, tolerance) -> None:
+    evaluator = NetworkEvaluator(net, backend="torch", precision=precision, channels_last=channels_last,
+                                 pin_memory=pin_memory)
+    assert (evaluator.settings.precision, evaluator.settings.channels_last, evaluator.settings.pin_memory) == (
+        precision, channels_last, pin_memory)
+    for batch in (5, 64, 3):  # growing, then shrinking: the staging buffers are reused
+        planes = random_planes(batch, seed=batch)
+        logits, values = evaluator.forward(planes)
+        want_logits, want_values = reference(net, planes)
+        assert logits.dtype == np.float32 and logits.shape == (batch, encoding.NUM_ACTIONS)
+        assert values.dtype == np.float32 and values.shape == (batch,)
+        scale = float(np.abs(want_logits).max())
+        assert scale > 1.0
+        np.testing.assert_allclose(logits, want_logits, atol=tolerance * scale, rtol=0)
+        np.testing.assert_allclose(values, want_values, atol=tolerance, rtol=0)
+        # The search's ranking of moves survives the lower precision.
+        assert (np.argmax(logits, axis=1) == np.argmax(want_logits, axis=1)).mean() >= 0.6
+
+
+def test_host_staging_reuses_its_buffers_and_works_on_the_cpu() -> None:
+    from alphazero.nets.inference import HostStaging
+
+    staging = HostStaging(torch.device("cpu"), pin=True)
+    assert not staging.pinned  # page-locked memory needs an accelerator; the code path is the same
+    planes = random_planes(10, seed=1)
+    sent = staging.to_device(planes)
+    assert sent.device.type == "cpu" and sent.dtype == torch.uint8 and np.array_equal(sent.numpy(), planes)
+    assert not np.shares_memory(sent.numpy(), planes)  # staged through the buffer, not the caller's array
+    pointer = staging._planes.data_ptr()
+    staging.to_device(random_planes(4, seed=2))
+    assert staging._planes.data_ptr() == pointer  # smaller batches reuse the buffer
+    staging.to_device(random_planes(30, seed=3))
+    assert len(staging._planes) >= 30
+    logits = torch.randn(6, encoding.NUM_ACTIONS).to(torch.bfloat16)
+    values = torch.tensor([0.5, -0.25, 0.0, 1.0, -1.0, 0.125], dtype=torch.float16)
+    host_logits, host_values = staging.to_host(logits, values)
+    assert host_logits.dtype == np.float32 and np.array_equal(host_logits, logits.float().numpy())
+    assert host_values.tolist() == [0.5, -0.25, 0.0, 1.0, -1.0, 0.125]
+    first_values = host_values
+    staging.to_host(logits[:2] * 0, values[:2] * 0)
+    assert first_values.tolist() == [0.5, -0.25, 0.0, 1.0, -1.0, 0.125]  # values are a copy, kept
+
+
+class _ReusingPlaneEvaluator:
+    """Deterministic outputs from the planes, returned in buffers it reuses (as the staged torch backend does),
+    or as fresh arrays; ``max_batch`` makes the compiled search split its rounds."""
+
+    def __init__(self, reuse: bool, max_batch: int) -> None:
+        self.reuse, self.max_batch = reuse, max_batch
+        self.logits = np.zeros((1024, encoding.NUM_ACTIONS), np.float32)
+        self.values = np.zeros(1024, np.float32)
+        self.weights = np.random.default_rng(7).normal(size=(encoding.NUM_PLANES * 64, encoding.NUM_ACTIONS)).astype(np.float32)
+
+    def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        flat = planes.reshape(len(planes), -1).astype(np.float32)
+        logits = flat @ self.weights * 0.05
+        values = np.tanh(flat.sum(axis=1) / 100.0 - 1.0).astype(np.float32)
+        if not self.reuse:
+            return logits, values
+        self.logits[: len(planes)] = logits
+        self.values[: len(planes)] = values
+        return self.logits[: len(planes)], self.values[: len(planes)]
+
+
+def test_the_compiled_search_keeps_each_chunk_when_the_evaluator_reuses_its_buffers() -> None:
+    """A round split into chunks (``max_batch``) must copy each chunk's outputs before the next call."""
+    config = SearchConfig(num_simulations=16, implementation="compiled", leaves_per_game=2)
+    boards = random_positions(12, seed=4)
+    visits = {}
+    for reuse, max_batch in ((False, 1024), (True, 5)):
+        mcts, new_tree = build_search(_ReusingPlaneEvaluator(reuse, max_batch), config)
+        trees = [new_tree(board, seed) for seed, board in enumerate(boards)]
+        visits[reuse] = [r.visit_counts.tolist() for r in mcts.search(trees, add_noise=False)]
+    assert visits[True] == visits[False]
+
+
+def test_self_play_runs_with_every_gpu_setting_on_the_cpu(net) -> None:
+    from alphazero.config import SelfPlayConfig
+    from alphazero.search.selfplay import SelfPlayer
+
+    search = SearchConfig(num_simulations=8, precision="bf16", channels_last=True, pin_memory=True)
+    evaluator = NetworkEvaluator.for_search(net, search, max_batch=8)
+    assert evaluator.backend == "torch" and not evaluator.settings.plain
+    player = SelfPlayer(evaluator, search, SelfPlayConfig(games_per_worker=16, max_plies=6), seed=1)
+    games = player.play(16, max_seconds=60)
+    assert len(games) >= 16 and all(game.num_positions > 0 for game in games)
+    assert evaluator.num_calls > 0 and evaluator.num_positions > 16 * 8

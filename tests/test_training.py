@@ -1,6 +1,7 @@
 """The training driver end to end on one shared two-node Ray cluster (loopback only).
 
-One ``ray.cluster_utils.Cluster`` (a head of two CPUs and a node of one) serves the whole module: the
+One ``ray.cluster_utils.Cluster`` (a head of two CPUs and one logical GPU, and a node of one CPU) serves
+the whole module (no test but the GPU ones asks for the GPU, which CUDA-less torch cannot use): the
 ``alphazero train`` commands run in subprocesses that join it (``--address``), each in a session of
 its own so that everything it starts can be found and killed by PID; the driver tests that need to
 reach inside (a failing disk, a flaky actor, an arena worker that dies) run ``run_training`` in this
@@ -26,7 +27,7 @@ import torch
 from alphazero.checkpoint import RunDirectory, read_jsonl
 from alphazero.config import load_config
 from alphazero.learn.replay import read_shard, shard_paths
-from alphazero.nets.network import PolicyValueNet, load_network, save_network
+from alphazero.nets.network import PolicyValueNet, load_network, net_to_payload, save_network
 from commands.main import main
 from tests.runs import SMOKE, run_events, run_state, run_to_end, start, train_command, wait_for
 from tools.sessions import kill_session
@@ -42,7 +43,8 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     node = {"node_ip_address": "127.0.0.2", "object_store_memory": 100 * 1024 * 1024}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "num_cpus": 2, "include_dashboard": False})
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "num_cpus": 2, "num_gpus": 1,
+                                                            "include_dashboard": False})
     try:
         cluster.add_node(**node, num_cpus=1)
         cluster.wait_for_nodes()
@@ -277,6 +279,67 @@ def test_a_failed_write_stops_the_run_with_one_line_and_resume_works(cluster, tm
     monkeypatch.undo()  # space is back
     resumed = run_training(config, run_dir, resume=True, address=cluster.address)
     assert resumed.generation == 2 and resumed.games > state.games
+
+
+def test_gpu_shares_pack_onto_one_gpu_and_actors_without_cuda_fall_back_to_the_cpu(cluster, tmp_path: Path) -> None:
+    """The head declares one logical GPU on a machine without CUDA. Three self-play actors of 0.25 (started
+    by the pool, as a run starts them) and the learner of 0.25 (started by the driver) all land on it: Ray
+    tells each it has GPU 0; each finds no CUDA, runs on the CPU, says why (events, one console line) and
+    works. A fifth share is refused by the check a run makes before its first actor, with the numbers."""
+    import ray
+
+    from workers.cluster import RunError, check_cluster_gpus
+    from workers.driver import Driver
+    from workers.progress import Progress
+
+    config = load_config(SMOKE, ["workers.num_selfplay_workers=3", "workers.selfplay_gpus=0.25",
+                                 "workers.cpus_per_selfplay_worker=0", "workers.learner_gpus=0.25",
+                                 "workers.learner_cpus=0", "selfplay.max_plies=4", "selfplay.games_per_call=1"])
+    lines: list[str] = []
+
+    class _Lines(Progress):
+        def message(self, text: str) -> None:
+            lines.append(text)
+
+    ray.init(address=cluster.address, log_to_driver=False)
+    driver = Driver(config, tmp_path / "run", resume=False, progress=_Lines())
+    learner = None
+    try:
+        check_cluster_gpus(config)  # exactly one GPU's worth: fits
+        learner, learner_info = driver._make_learner()
+        driver.pool.set_weights(0, ray.put(net_to_payload(PolicyValueNet(config.network))))
+        driver.pool.start_all(0, [[], [], []])
+        for ref, (kind, index) in list(driver.pending.items()):
+            assert kind == "start"
+            ray.wait([ref], timeout=120)
+            driver.pending.pop(ref)
+            driver.pool.on_start(index, ref)  # logs selfplay_started, then submits the first play call
+        assert driver.pool.num_running == 3
+        started = run_events(tmp_path / "run", "selfplay_started")
+        for info in [learner_info, *started]:
+            assert info["gpu_ids"] == ["0"] and info["device"] == "cpu", info
+            assert "was given GPU 0 by Ray" in info["warning"] and "runs on the CPU" in info["warning"]
+        assert {info["precision"] for info in started} == {"fp32"}  # the CPU's settings, not CUDA's
+        assert ray.available_resources().get("GPU", 0.0) == 0.0  # four quarters: the GPU is full
+        warnings = [line for line in lines if line.startswith("warning:")]
+        assert len(warnings) == 2 and "learner was given GPU 0" in warnings[0]  # the learner's, one for the actors
+        plays = [ref for ref, (kind, _) in driver.pending.items() if kind == "play"]
+        games, counters = ray.get(plays[0], timeout=120)
+        assert counters["positions"] > 0  # the fallen-back actor plays
+
+        one_more = load_config(SMOKE, ["workers.num_selfplay_workers=4", "workers.selfplay_gpus=0.25",
+                                       "workers.learner_gpus=0.25"])
+        with pytest.raises(RunError) as caught:
+            check_cluster_gpus(one_more)
+        message = str(caught.value)
+        assert "asks for 1.25 GPUs (4 self-play x 0.25 + learner 0.25 + arena 0)" in message
+        assert "the cluster has 1 GPU" in message and "num_selfplay_workers=3 to fit" in message
+    finally:
+        driver.pool.kill_all()
+        if learner is not None:
+            ray.kill(learner)
+        driver.close()
+        ray.shutdown()
 
 
 def test_selfplay_spreads_over_both_nodes_and_a_dead_or_failing_arena_worker_loses_no_game(cluster, tmp_path: Path,

@@ -4,13 +4,19 @@ Each class here is plain Python around an ``alphazero`` core object; ``workers.d
 ``workers.pool`` for self-play) turns them into actors with ``ray.remote(**options)(Class)``. An actor
 keeps no state Ray must restore: a new self-play actor starts from the weights it is given, a new
 learner reloads ``learner.pt``, a new arena worker gets the games still missing.
+
+Where each runs its network is ``actor_device``'s decision: CUDA only when the config gave the actor a
+GPU share, Ray assigned it a GPU and torch sees CUDA in its process; otherwise the CPU, with a warning
+when a GPU was asked for (``info()["warning"]``, which the driver logs and prints). An actor with no GPU
+share never touches a GPU it can see (Ray 2.60 leaves ``CUDA_VISIBLE_DEVICES`` alone for actors that ask
+for none), so Ray's accounting of GPUs stays true.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -41,20 +47,62 @@ def _node_info() -> dict[str, Any]:
     return {"pid": os.getpid(), "node_id": node}
 
 
+def _gpu_ids() -> list:
+    """The GPUs Ray assigned this process (none outside Ray)."""
+    try:
+        import ray
+
+        return list(ray.get_gpu_ids()) if ray.is_initialized() else []
+    except Exception:  # outside a Ray worker
+        return []
+
+
+def actor_device(what: str, wanted_gpus: float, gpu_ids: Sequence, cuda_available: bool) -> tuple[str, str | None]:
+    """(``"cuda"`` or ``"cpu"``, a warning or None) for an actor (``what``, e.g. "self-play actor") that asked
+    Ray for ``wanted_gpus`` and was given ``gpu_ids``, in a process where torch does (not) see CUDA.
+
+    CUDA only when all three agree (``"cuda"`` is the first device Ray made visible, the one it assigned).
+    Asked for a GPU but given none (outside Ray), or given one torch cannot use (a CPU build of torch, a
+    logical GPU declared with ``--num-gpus`` on a machine without one): the CPU, and a warning that says
+    so, since a run that silently plays on the CPU what was meant for a GPU is many times slower.
+    """
+    if wanted_gpus <= 0:
+        return "cpu", None
+    if not gpu_ids:
+        return "cpu", f"the {what} asked for {wanted_gpus:g} GPU but Ray gave it none; it runs on the CPU"
+    if not cuda_available:
+        import torch
+
+        return "cpu", (f"the {what} was given GPU {', '.join(str(i) for i in gpu_ids)} by Ray, but torch "
+                       f"{torch.__version__} sees no CUDA device in its process (a CPU build of torch, or a GPU "
+                       "declared where there is none); it runs on the CPU")
+    return "cuda", None
+
+
+def _device_info(device: str, warning: str | None) -> dict[str, Any]:
+    return {"device": device, "gpu_ids": [str(i) for i in _gpu_ids()], **({"warning": warning} if warning else {})}
+
+
 class SelfPlayWorker:
     """Plays self-play games with the newest promoted weights it was given."""
 
     def __init__(self, config: RunConfig, weights: dict[str, Any], version: int, seed: int,
                  inflight: list[dict] | None = None) -> None:
         torch.set_num_threads(config.workers.torch_threads_per_worker)
-        self.evaluator = NetworkEvaluator(net_from_payload(weights), device="auto", backend=config.search.backend)
+        self.device, self.warning = actor_device("self-play actor", config.workers.selfplay_gpus, _gpu_ids(),
+                                                 torch.cuda.is_available())
+        # One network call per search round: every game's leaves at once, however many games that is.
+        round_size = config.selfplay.games_per_worker * config.search.leaves_per_game
+        self.evaluator = NetworkEvaluator.for_search(net_from_payload(weights), config.search, device=self.device,
+                                                     max_batch=max(1024, round_size))
         self.player = SelfPlayer(self.evaluator, config.search, config.selfplay, seed=seed, network_version=version)
         if inflight:  # games a stopped run or a dead actor left unfinished
             self.player.restore(inflight)
         self.version = version
 
     def info(self) -> dict[str, Any]:
-        return _node_info()
+        return {**_node_info(), **_device_info(self.device, self.warning),
+                "precision": self.evaluator.settings.precision, "backend": self.evaluator.backend}
 
     def set_weights(self, version: int, weights: dict[str, Any]) -> int:
         """Use ``weights`` (network ``version``) from the next move on; games in flight continue with it."""
@@ -83,14 +131,19 @@ class LearnerWorker:
         torch.set_num_threads(max(1, torch_threads))
         self.run = RunDirectory(run_dir)
         self.config = config
-        self.learner = Learner(config.network, config.train, seed=config.seed)
+        # train.device auto: CUDA when Ray gave the learner a GPU (workers.learner_gpus), else the CPU.
+        self.device, self.warning = actor_device("learner", config.workers.learner_gpus, _gpu_ids(),
+                                                 torch.cuda.is_available())
+        train = config.train if config.train.device != "auto" else replace(config.train, device=self.device)
+        self.learner = Learner(config.network, train, seed=config.seed)
         self.curves = Curves(self.run.tensorboard_dir)
         if self.run.learner_path.exists():
             self.learner.load_state_dict(safe_torch_load(self.run.learner_path), str(self.run.learner_path))
         self._load_recent_shards()
 
     def info(self) -> dict[str, Any]:
-        return {**_node_info(), "step": self.learner.step, "samples_trained": self.learner.samples_trained}
+        return {**_node_info(), **_device_info(str(self.learner.device), self.warning), "step": self.learner.step,
+                "samples_trained": self.learner.samples_trained}
 
     def _load_recent_shards(self) -> None:
         """Fill the window with the newest shards on disk (what a resume needs)."""
@@ -148,13 +201,15 @@ class ArenaWorker:
                  played: dict[int, list[str]] | None = None) -> None:
         torch.set_num_threads(max(1, torch_threads))
         search = replace(config.search, num_simulations=config.arena.num_simulations)
-        player_a = MCTSPlayer(net_from_payload(candidate), search, name=f"gen-{generation:04d}", device="auto")
-        player_b = MCTSPlayer(net_from_payload(best), search, name="best", device="auto")
+        self.device, self.warning = actor_device("arena worker", config.workers.arena_gpus, _gpu_ids(),
+                                                 torch.cuda.is_available())
+        player_a = MCTSPlayer(net_from_payload(candidate), search, name=f"gen-{generation:04d}", device=self.device)
+        player_b = MCTSPlayer(net_from_payload(best), search, name="best", device=self.device)
         self.match = Match(player_a, player_b, schedule, max_plies=config.arena.max_plies,
                            concurrency=config.arena.concurrency, event=f"arena gen {generation}", played=played)
 
     def info(self) -> dict[str, Any]:
-        return _node_info()
+        return {**_node_info(), **_device_info(self.device, self.warning)}
 
     def play(self, max_seconds: float) -> tuple[list[GameResult], bool, dict[int, list[str]]]:
         """The next games to end (or none, after about ``max_seconds``), whether the arena is finished,

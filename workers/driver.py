@@ -30,7 +30,8 @@ What a cluster does to a run, and what the driver does about it:
   a dead arena worker is replaced and plays the games still missing; after ``ACTOR_START_ATTEMPTS``
   deaths in a row, or an error in its code, the arena is abandoned and the next candidate gets one.
 - **A config that does not fit** the machine of an embedded Ray is refused before anything starts
-  (``workers.cluster.check_fits``), unless the user asks to oversubscribe.
+  (``workers.cluster.check_fits``), unless the user asks to oversubscribe (CPUs only: GPU shares Ray
+  cannot place are always refused, on a joined cluster too, ``check_cluster_gpus``, before any actor).
 - **A failed write** (full disk, I/O error) stops the run with one line naming the file; every
   earlier file is intact and ``--resume`` works once there is room again.
 """
@@ -72,7 +73,15 @@ from alphazero.learn.run import (
 )
 from alphazero.nets.network import atomic_torch_save, safe_torch_load
 from workers.actors import ArenaWorker, LearnerWorker
-from workers.cluster import ACTOR_START_ATTEMPTS, RunError, check_fits, start_actor, start_ray
+from workers.cluster import (
+    ACTOR_START_ATTEMPTS,
+    RunError,
+    check_cluster_gpus,
+    check_fits,
+    machine_gpus,
+    start_actor,
+    start_ray,
+)
 from workers.pool import PLAY_CALL_SECONDS, SelfPlayPool
 from workers.progress import Progress, Rates
 
@@ -157,11 +166,13 @@ class Driver:
 
     def _make_learner(self) -> tuple[Any, dict]:
         workers = self.config.workers
-        cls = ray.remote(num_cpus=workers.learner_cpus, max_restarts=0)(LearnerWorker)
+        cls = ray.remote(num_cpus=workers.learner_cpus, num_gpus=workers.learner_gpus, max_restarts=0)(LearnerWorker)
         threads = max(1, int(workers.learner_cpus) or 1)
         learner, info = start_actor("learner", lambda: cls.options(scheduling_strategy=self._here()).remote(
             str(self.run.path), self.config, threads), timeout=600, log_event=self.run.log_event)
         self.run.log_event("learner_started", **info)
+        if info.get("warning"):
+            self.progress.message(f"warning: {info['warning']}")
         return learner, info
 
     def _restart_learner(self, error: Exception) -> None:
@@ -218,7 +229,7 @@ class Driver:
                                   f"{pending.num_games} games finished, the others from where they were")
         candidate = safe_torch_load(run.networks_dir / pending.candidate)
         best = safe_torch_load(run.networks_dir / pending.best)
-        cls = ray.remote(num_cpus=config.workers.arena_cpus, max_restarts=0)(ArenaWorker)
+        cls = ray.remote(num_cpus=config.workers.arena_cpus, num_gpus=config.workers.arena_gpus, max_restarts=0)(ArenaWorker)
         played = run.read_arena_inflight(pending.generation)
         self.arena_worker = cls.remote(candidate, best, config, pending.generation, schedule,
                                        config.workers.torch_threads_per_worker, played)
@@ -365,6 +376,7 @@ class Driver:
         """The learner (and, for a new run, generation 0 and the first state.json), then the self-play actors."""
         config, state, run = self.config, self.state, self.run
         _check_learner_fits(config)
+        check_cluster_gpus(config)
         if not self.resume:
             run.write_config(config)
             run.log_event("run_started", config=str(run.config_path), init=None if self.init is None else str(self.init))
@@ -458,7 +470,8 @@ def run_training(config: RunConfig, run_dir: str | Path, resume: bool = False, a
     cpus = check_fits(config, oversubscribe) if address is None else 0
     driver = Driver(config, run_dir, resume, progress, init)
     try:
-        started = start_ray(address, cpus, config.workers.object_store_memory_mb)
+        started = start_ray(address, cpus, config.workers.object_store_memory_mb,
+                            num_gpus=machine_gpus() if address is None else None)
     except BaseException:
         driver.close()
         raise

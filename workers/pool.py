@@ -55,6 +55,7 @@ class SelfPlayPool:
         self.version = 0  # the network version the actors should play with ...
         self.weights_ref: Any = None  # ... and an ObjectRef of its weights (ray.put once per version)
         self.waiting_reported = False
+        self.warned = False  # an actor's device warning (a GPU it cannot use) is shown once per run
 
     @property
     def num_running(self) -> int:
@@ -76,7 +77,8 @@ class SelfPlayPool:
 
     def start(self, index: int, games: int) -> None:
         config, slot = self.config, self.slots[index]
-        cls = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker, max_restarts=0)(SelfPlayWorker)
+        cls = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker, num_gpus=config.workers.selfplay_gpus,
+                         max_restarts=0)(SelfPlayWorker)
         seed = config.seed * 1_000_003 + games * 7919 + index
         slot.actor = cls.options(scheduling_strategy="SPREAD").remote(
             config, self.weights_ref, self.version, seed, self.inflight[index])
@@ -98,6 +100,9 @@ class SelfPlayPool:
             return
         slot.running, slot.failures = True, 0
         self.log_event("selfplay_started", worker=index, **info)
+        if info.get("warning") and not self.warned:
+            self.warned = True
+            self.message(f"warning: {info['warning']} (every actor alike is logged in events.jsonl)")
         self.play(index)
 
     def play(self, index: int) -> None:
@@ -142,7 +147,8 @@ class SelfPlayPool:
             return f"{len(self.slots)} actors"
         now = time.monotonic()
         if any(not slot.running and now - slot.since >= WAITING_NOTICE_SECONDS for slot in self.slots):
-            return f"{self.num_running} of {len(self.slots)} actors running: waiting for CPUs"
+            resources = "CPUs and GPUs" if self.config.workers.selfplay_gpus > 0 else "CPUs"
+            return f"{self.num_running} of {len(self.slots)} actors running: waiting for {resources}"
         return f"{self.num_running} of {len(self.slots)} actors running, the others starting"
 
     def kill_all(self) -> None:

@@ -1,11 +1,16 @@
-"""Ways to run the network on the CPU, compared: torch eager, channels_last, torch.compile, ONNX Runtime.
+"""Ways to run the network, compared: torch eager in each precision and memory format (the torch backend's
+``InferenceSettings``, pinned staging on CUDA), torch.compile, ONNX Runtime (CPU).
 
     python -m alphazero.bench.inference --config configs/default.yaml --batches 1,8,48,256 [--compile]
+    python -m alphazero.bench.inference --config configs/gpu.yaml --device cuda --batches 256,1024,4096
 
-One torch thread (and one ONNX Runtime thread), the folded network of ``--config`` with random
-weights; at each batch size every variant runs 1 s, three times interleaved, and the best positions/s
-of each is printed with its largest logit difference from eager and its first call's seconds
-(torch.compile compiles then, once per batch size). docs/RESULTS.md "Inference backends" has the figures.
+``--threads`` torch threads (and as many ONNX Runtime threads; default one), the folded network of
+``--config`` with random weights; at each batch size every variant runs 1 s, three times interleaved,
+and the best positions/s of each is printed with its largest logit difference from fp32 eager and its
+first call's seconds (torch.compile compiles then, once per batch size). Variants are named
+``PRECISION[+cl][+pin]`` (``+cl``: channels-last, ``+pin``: ``HostStaging``'s pinned buffers; CUDA only).
+On CUDA the positions/s include the copies to and from the device (what the search pays).
+docs/RESULTS.md "Inference backends" and "GPU self-play" have the figures.
 """
 
 from __future__ import annotations
@@ -19,39 +24,61 @@ import numpy as np
 import torch
 
 from alphazero.config import load_config
-from alphazero.nets.inference import INPUT_NAME, export_onnx, onnx_session
+from alphazero.nets.inference import (
+    INPUT_NAME,
+    InferenceSettings,
+    TorchBackend,
+    export_onnx,
+    onnx_session,
+)
 from alphazero.nets.network import PolicyValueNet, fuse_for_inference
+
+CPU_VARIANTS = ("fp32", "fp32+cl", "bf16", "bf16+cl")
+CUDA_VARIANTS = ("fp32", "fp32+pin", "fp16", "fp16+pin", "fp16+cl+pin", "bf16+cl+pin")
+
+
+def settings_named(name: str) -> InferenceSettings:
+    """``fp16+cl+pin`` -> ``InferenceSettings("fp16", channels_last=True, pin_memory=True)``."""
+    precision, *flags = name.split("+")
+    unknown = set(flags) - {"cl", "pin"}
+    if unknown:
+        raise ValueError(f"variant {name!r}: unknown flag(s) {sorted(unknown)} (cl, pin)")
+    return InferenceSettings(precision, "cl" in flags, "pin" in flags)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/default.yaml")
     parser.add_argument("--batches", default="1,8,48,256")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--variants", default="", help="comma-separated PRECISION[+cl][+pin] (default: the device's set)")
     parser.add_argument("--compile", action="store_true", help="also torch.compile (tens of seconds per batch size)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device here")
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    device = torch.device(args.device)
     net = PolicyValueNet(load_config(args.config).network)
     eager = fuse_for_inference(net)
-    channels_last: Any = fuse_for_inference(net)
-    channels_last.to(memory_format=torch.channels_last)  # in place; torch's stubs do not list this form
-    session = onnx_session(export_onnx(net), threads=1)
+    names = args.variants.split(",") if args.variants else (CPU_VARIANTS if device.type == "cpu" else CUDA_VARIANTS)
 
     def first(out: Any) -> np.ndarray:
-        return out[0] if isinstance(out[0], np.ndarray) else out[0].numpy()
+        return out[0] if isinstance(out[0], np.ndarray) else out[0].float().cpu().numpy()
 
     variants: dict[str, Callable[[np.ndarray], Any]] = {
-        "eager": lambda x: eager(torch.from_numpy(x)),
-        "channels_last": lambda x: channels_last(torch.from_numpy(x).contiguous(memory_format=torch.channels_last)),
-        "onnxruntime": lambda x: session.run(None, {INPUT_NAME: x}),
-    }
+        name: TorchBackend(net, device, settings_named(name)) for name in names}
+    if device.type == "cpu":
+        session = onnx_session(export_onnx(net), threads=args.threads)
+        variants["onnxruntime"] = lambda x: session.run(None, {INPUT_NAME: x})
     if args.compile:
-        compiled = torch.compile(eager, dynamic=False)
-        variants["compile"] = lambda x: compiled(torch.from_numpy(x))
+        compiled = torch.compile(fuse_for_inference(net).to(device), dynamic=False)
+        variants["compile"] = lambda x: (compiled(torch.from_numpy(x).to(device))[0].float().cpu().numpy(),)
     rng = np.random.default_rng(0)
     for batch in (int(b) for b in args.batches.split(",")):
         planes = rng.integers(0, 2, (batch, 24, 8, 8), dtype=np.uint8)
-        row: dict[str, Any] = {"batch": batch}
+        row: dict[str, Any] = {"batch": batch, "device": device.type}
         with torch.inference_mode():
             reference = first(eager(torch.from_numpy(planes)))
             for name, run in variants.items():

@@ -125,7 +125,7 @@ def network_search(engine: str, network_config: Any, positions: str = "middlegam
         torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = search_config or SearchConfig(num_simulations=sims)
-    evaluator = NetworkEvaluator(PolicyValueNet(network_config).eval(), device=device, backend=config.backend)
+    evaluator = NetworkEvaluator.for_search(PolicyValueNet(network_config).eval(), config, device=device)
     boards = start_boards(positions, games)
     if engine == "compiled":
         search: Any = CompiledMCTS(evaluator, config)

@@ -19,9 +19,9 @@ from alphazero.bench.positions import sample_positions
 from alphazero.bench.search import search_overhead_us_per_sim
 from alphazero.bench.shared import timed
 from alphazero.board import encoding
-from alphazero.config import RunConfig
+from alphazero.config import RunConfig, SearchConfig
 from alphazero.nets.evaluator import NetworkEvaluator
-from alphazero.nets.inference import available_backends, resolve_backend
+from alphazero.nets.inference import available_backends, resolve_backend, resolve_settings
 from alphazero.nets.network import PolicyValueNet
 from alphazero.search.factory import build_search
 
@@ -32,8 +32,13 @@ def bench_encoding(boards: list[chess.Board], seconds: float) -> float:
 
 
 def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str = "cpu",
-                  backend: str = "auto") -> float:
-    evaluator = NetworkEvaluator(net, device=device, backend=backend)
+                  backend: str = "auto", search: SearchConfig | None = None) -> float:
+    """Positions/s of the network alone; the torch backend as ``search``'s precision, channels_last and
+    pin_memory say (auto unless given)."""
+    if search is None or backend == "onnx":
+        evaluator = NetworkEvaluator(net, device=device, backend=backend)
+    else:
+        evaluator = NetworkEvaluator.for_search(net, replace(search, backend=backend), device=device)
     planes = encoding.encode_boards(boards[:batch])
     evaluator.forward(planes)  # warm-up
     calls, elapsed = timed(lambda: evaluator.forward(planes), seconds)
@@ -45,7 +50,7 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
     """New simulations per second searching ``num_games`` self-play games together for ``moves`` moves
     with the configured search (``search.implementation``: compiled or Python); visits a reused subtree
     brought along are not counted."""
-    evaluator = NetworkEvaluator(net, device=device, backend=config.search.backend)
+    evaluator = NetworkEvaluator.for_search(net, config.search, device=device)
     mcts, new_tree = build_search(evaluator, config.search)
     starts = sample_positions(num_games, seed=seed + 1)
     trees = [new_tree(board, i) for i, board in enumerate(starts)]
@@ -85,13 +90,14 @@ def bench_nnue_training(seconds: float) -> dict[str, int]:
             for threads in (1, 2)}
 
 
-def bench_backends(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str) -> dict[str, int]:
+def bench_backends(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str,
+                   search: SearchConfig | None = None) -> dict[str, int]:
     """The network's positions/s at batch 1 and at ``batch`` with each inference backend that runs on
-    ``device`` (``net_batch1_per_s_torch``, ``net_batched_per_s_onnx``...)."""
+    ``device`` (``net_batch1_per_s_torch``, ``net_batched_per_s_onnx``...; torch as ``search`` says)."""
     figures = {}
     for backend in available_backends(torch.device(device)):
-        figures[f"net_batch1_per_s_{backend}"] = round(bench_network(net, boards, 1, seconds, device, backend))
-        figures[f"net_batched_per_s_{backend}"] = round(bench_network(net, boards, batch, seconds, device, backend))
+        figures[f"net_batch1_per_s_{backend}"] = round(bench_network(net, boards, 1, seconds, device, backend, search))
+        figures[f"net_batched_per_s_{backend}"] = round(bench_network(net, boards, batch, seconds, device, backend, search))
     return figures
 
 
@@ -108,8 +114,10 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     other_config = replace(config, search=replace(config.search, algorithm=other, implementation="auto"))
     python_config = replace(config, search=replace(config.search, implementation="python"))
     batched_moves = max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker))
-    backend = resolve_backend(config.search.backend, torch.device(device))  # the searches' (search.backend)
-    nets = bench_backends(net, boards, batch, seconds, device)
+    search = config.search
+    settings = resolve_settings(torch.device(device), search.precision, search.channels_last, search.pin_memory)
+    backend = resolve_backend(search.backend, torch.device(device), settings)  # the searches' (search.backend)
+    nets = bench_backends(net, boards, batch, seconds, device, search)
     return {
         "search_algorithm": config.search.algorithm,
         "search_implementation": config.search.implementation,
@@ -119,6 +127,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "num_simulations": sims,
         "encode_per_s": round(bench_encoding(boards, seconds)),
         "backend": backend,
+        "inference": settings.precision + ("+cl" if settings.channels_last else "") + ("+pin" if settings.pin_memory else ""),
         "net_batch1_per_s": nets[f"net_batch1_per_s_{backend}"],
         "net_batched_per_s": nets[f"net_batched_per_s_{backend}"],
         **nets,

@@ -129,7 +129,7 @@ class MCTSPlayer:
 
     def __init__(self, net: PolicyValueNet, search: SearchConfig, name: str = "mcts", device: str = "cpu") -> None:
         self.name = name
-        self.evaluator = NetworkEvaluator(net, device=device, backend=search.backend)
+        self.evaluator = NetworkEvaluator.for_search(net, search, device=device)
         self.mcts, self._new_tree = build_search(self.evaluator, search)
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:

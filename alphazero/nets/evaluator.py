@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from alphazero.board import encoding
-from alphazero.nets.inference import make_backend, resolve_backend
+from alphazero.config import SearchConfig
+from alphazero.nets.inference import make_backend, resolve_backend, resolve_settings
 from alphazero.nets.network import PolicyValueNet
 
 
@@ -54,22 +55,34 @@ class NetworkEvaluator:
     The network is copied with its BatchNorms folded (inference only). ``max_batch`` splits very
     large rounds so memory stays bounded; ``device`` is ``"cpu"``, ``"cuda"`` or ``"auto"``;
     ``backend`` is ``"torch"``, ``"onnx"`` (cpu only) or ``"auto"`` (onnx on the cpu when
-    onnxruntime imports, else torch); ``self.backend`` is the one chosen.
+    onnxruntime imports and the settings are plain, else torch); ``self.backend`` is the one chosen.
+    ``precision``, ``channels_last`` and ``pin_memory`` are ``search``'s keys of the same names
+    (``alphazero.nets.inference.resolve_settings``; ``self.settings`` holds them resolved).
+    ``forward``'s logits are valid until its next call (the torch backend may reuse its buffers).
     """
 
-    def __init__(self, net: PolicyValueNet, device: str = "cpu", max_batch: int = 1024, backend: str = "auto") -> None:
+    def __init__(self, net: PolicyValueNet, device: str = "cpu", max_batch: int = 1024, backend: str = "auto",
+                 precision: str = "auto", channels_last: bool | str = "auto", pin_memory: bool | str = "auto") -> None:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.backend = resolve_backend(backend, self.device)
+        self.settings = resolve_settings(self.device, precision, channels_last, pin_memory)
+        self.backend = resolve_backend(backend, self.device, self.settings)
         self.max_batch = max_batch
         self.num_positions = 0
         self.num_calls = 0
-        self._run = make_backend(self.backend, net, self.device)
+        self._run = make_backend(self.backend, net, self.device, self.settings)
+
+    @classmethod
+    def for_search(cls, net: PolicyValueNet, search: SearchConfig, device: str = "cpu",
+                   max_batch: int = 1024) -> NetworkEvaluator:
+        """The evaluator ``search``'s keys ask for (backend, precision, channels_last, pin_memory) on ``device``."""
+        return cls(net, device=device, max_batch=max_batch, backend=search.backend, precision=search.precision,
+                   channels_last=search.channels_last, pin_memory=search.pin_memory)
 
     def set_network(self, net: PolicyValueNet) -> None:
         """Swap in new weights (a new version) for the next call (the onnx backend exports them again)."""
-        self._run = make_backend(self.backend, net, self.device)
+        self._run = make_backend(self.backend, net, self.device, self.settings)
 
     def prepare(self, board: chess.Board, moves: list[chess.Move]) -> tuple[list[int], np.ndarray]:
         return encoding.board_features(board), encoding.moves_to_actions(board, moves)
@@ -82,7 +95,7 @@ class NetworkEvaluator:
         for start in range(0, len(requests), self.max_batch):
             chunk = requests[start : start + self.max_batch]
             planes = encoding.planes_from_features([features for features, _ in chunk])
-            logits, value = self.forward(planes)
+            logits, value = self.forward(planes)  # logits valid until the next forward: used at once
             priors.extend(masked_softmax(logits, [actions for _, actions in chunk]))
             values.append(value)
         return priors, np.concatenate(values)

@@ -3,10 +3,20 @@
 Each backend maps planes ``uint8 [B, 24, 8, 8]`` to (logits ``float32 [B, 4672]``, values ``float32 [B]``)
 for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
 
-- ``torch``: torch eager, on the evaluator's device (cpu or cuda).
+- ``torch``: torch eager, on the evaluator's device (cpu or cuda), run as its ``InferenceSettings`` say:
+  ``precision`` (fp32, or fp16/bf16 under ``torch.autocast``), ``channels_last`` (the folded network and
+  its input in channels-last memory format) and ``pin_memory`` (``HostStaging``: planes copied into a
+  reused page-locked host buffer and sent with ``non_blocking``, outputs copied back into reused
+  page-locked buffers, one stream synchronisation per call). Every one of them also runs on the CPU,
+  where the staging buffers cannot be pinned and the copies are plain (so tests cover each path).
 - ``onnx``: ONNX Runtime (CPUExecutionProvider) on an in-memory ONNX export of the folded network,
-  with as many intra-op threads as torch has (``torch.get_num_threads()``).
-- ``auto``: ``onnx`` on the CPU when onnxruntime and onnx import, ``torch`` otherwise (on CUDA).
+  with as many intra-op threads as torch has (``torch.get_num_threads()``); fp32 and contiguous only.
+- ``auto``: ``onnx`` on the CPU when onnxruntime and onnx import and the settings are plain (fp32,
+  contiguous, no staging), ``torch`` otherwise (always on CUDA).
+
+``resolve_settings`` turns the config's ``auto`` into settings for a device: on CUDA fp16, channels-last
+and pinned staging (the usual choices for a conv net on tensor cores; not yet measured in this project,
+which has had no GPU), on the CPU fp32, contiguous and unstaged (measured, docs/RESULTS.md "GPU self-play").
 
 Measured on one thread with the default 3x32 network (docs/RESULTS.md, "Inference backends"): ONNX
 Runtime ran 1.4-6x torch eager's positions per second (most at batch 1, 1.4-2x at the self-play
@@ -22,9 +32,11 @@ the side to move).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import warnings
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -35,6 +47,34 @@ from alphazero.fileio import atomic_write
 from alphazero.nets.network import PolicyValueNet, fuse_for_inference
 
 BACKENDS = ("auto", "torch", "onnx")
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """How ``TorchBackend`` runs on its device (resolved: no ``auto`` here); the defaults are plain torch eager."""
+
+    precision: str = "fp32"  # fp32, or fp16 / bf16 through torch.autocast
+    channels_last: bool = False
+    pin_memory: bool = False  # HostStaging: reused (page-locked on CUDA) host buffers, non_blocking copies
+
+    @property
+    def plain(self) -> bool:
+        """fp32, contiguous, unstaged: what the onnx backend can do too."""
+        return self == InferenceSettings()
+
+
+def resolve_settings(device: torch.device, precision: str = "auto", channels_last: bool | str = "auto",
+                     pin_memory: bool | str = "auto") -> InferenceSettings:
+    """``search.precision``/``channels_last``/``pin_memory`` (``auto`` or a value) as settings for ``device``."""
+    if precision != "auto" and precision not in PRECISIONS:
+        raise ValueError(f"precision must be auto, {', '.join(PRECISIONS)}, got {precision!r}")
+    cuda = device.type == "cuda"
+    return InferenceSettings(
+        precision=("fp16" if cuda else "fp32") if precision == "auto" else precision,
+        channels_last=cuda if channels_last == "auto" else bool(channels_last),
+        pin_memory=cuda if pin_memory == "auto" else bool(pin_memory),
+    )
 INPUT_NAME = "planes"
 OUTPUT_NAMES = ("logits", "value")
 ONNX_OPSET = 17
@@ -50,14 +90,17 @@ def onnx_available() -> bool:
     return True
 
 
-def resolve_backend(backend: str, device: torch.device) -> str:
-    """``torch`` or ``onnx`` for ``backend`` (one of ``BACKENDS``) on ``device``."""
+def resolve_backend(backend: str, device: torch.device, settings: InferenceSettings = InferenceSettings()) -> str:
+    """``torch`` or ``onnx`` for ``backend`` (one of ``BACKENDS``) on ``device`` with ``settings`` (``auto``
+    takes torch when a setting asks for what only torch does)."""
     if backend not in BACKENDS:
         raise ValueError(f"inference backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "auto":
-        return "onnx" if device.type == "cpu" and onnx_available() else "torch"
+        return "onnx" if device.type == "cpu" and settings.plain and onnx_available() else "torch"
     if backend == "onnx" and device.type != "cpu":
         raise ValueError(f"the onnx backend runs on the cpu only, not on {device.type}")
+    if backend == "onnx" and not settings.plain:
+        raise ValueError(f"the onnx backend runs fp32 and contiguous only, not {settings}")
     return backend
 
 
@@ -117,18 +160,83 @@ def save_onnx(net: PolicyValueNet, path: str | os.PathLike, source: str = "") ->
     return metadata
 
 
+def _grown(buffer: torch.Tensor, rows: int, pinned: bool) -> torch.Tensor:
+    """``buffer`` if it has ``rows`` rows, else a new one of at least twice its rows (same shape otherwise)."""
+    if len(buffer) >= rows:
+        return buffer
+    return torch.empty((max(rows, 2 * len(buffer)), *buffer.shape[1:]), dtype=buffer.dtype, pin_memory=pinned)
+
+
+class HostStaging:
+    """Reused host buffers between numpy and ``device``: planes in (``to_device``), outputs out (``to_host``).
+
+    On CUDA with ``pin``: the buffers are page-locked, so both copies run with ``non_blocking`` (the
+    transfer engine reads them directly instead of through the driver's bounce buffer) and the call
+    waits once, on the stream, after the outputs' copy. On the CPU (or without ``pin``) the same code
+    runs through plain buffers: ``to_device`` copies the planes into the buffer, ``to_host`` the outputs
+    out of the network's tensors. The logits returned are a view of the buffer, valid until the next
+    ``to_host``; the values are a copy.
+    """
+
+    def __init__(self, device: torch.device, pin: bool = True) -> None:
+        self.device = device
+        self.pinned = pin and device.type == "cuda"  # page-locked memory needs an accelerator
+        self._planes = torch.empty((0, encoding.NUM_PLANES, 8, 8), dtype=torch.uint8, pin_memory=self.pinned)
+        self._logits = torch.empty((0, encoding.NUM_ACTIONS), dtype=torch.float32, pin_memory=self.pinned)
+        self._values = torch.empty((0,), dtype=torch.float32, pin_memory=self.pinned)
+
+    def to_device(self, planes: np.ndarray) -> torch.Tensor:
+        """planes ``uint8 [B, 24, 8, 8]`` -> the same on ``device``, through the reused host buffer."""
+        self._planes = _grown(self._planes, len(planes), self.pinned)
+        host = self._planes[: len(planes)]
+        host.numpy()[...] = planes
+        return host.to(self.device, non_blocking=self.pinned)
+
+    def to_host(self, logits: torch.Tensor, values: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """(logits ``[B, 4672]``, values ``[B]``) of any float dtype on ``device`` -> float32 numpy arrays."""
+        count = len(logits)
+        self._logits = _grown(self._logits, count, self.pinned)
+        self._values = _grown(self._values, count, self.pinned)
+        host_logits, host_values = self._logits[:count], self._values[:count]
+        host_logits.copy_(logits.float(), non_blocking=self.pinned)
+        host_values.copy_(values.float(), non_blocking=self.pinned)
+        if self.pinned:
+            torch.cuda.current_stream(self.device).synchronize()
+        return host_logits.numpy(), host_values.numpy().copy()
+
+
 class TorchBackend:
-    """Torch eager on ``device``."""
+    """Torch eager on ``device``, as ``settings`` say (precision, memory format, staging; module docstring).
+
+    With staging the logits returned are valid until the next call (``HostStaging``).
+    """
 
     name = "torch"
 
-    def __init__(self, net: PolicyValueNet, device: torch.device) -> None:
+    def __init__(self, net: PolicyValueNet, device: torch.device, settings: InferenceSettings = InferenceSettings()) -> None:
+        if settings.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {settings.precision!r}")
         self.device = device
+        self.settings = settings
         self.net = fuse_for_inference(net).to(device)
+        if settings.channels_last:
+            self.net = self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs omit this form
+        self.staging = HostStaging(device, pin=True) if settings.pin_memory else None
+        self.dtype = PRECISIONS[settings.precision]
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with torch.inference_mode():
-            logits, value = self.net(torch.from_numpy(planes).to(self.device))
+        autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None
+                    else contextlib.nullcontext())
+        with torch.inference_mode(), autocast:
+            if self.staging is not None:
+                x = self.staging.to_device(planes)
+            else:
+                x = torch.from_numpy(planes).to(self.device)
+            if self.settings.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            logits, value = self.net(x)
+            if self.staging is not None:
+                return self.staging.to_host(logits, value)
         return logits.float().cpu().numpy(), value.float().cpu().numpy()
 
 
@@ -168,10 +276,11 @@ class OnnxBackend:
         return logits, value
 
 
-def make_backend(backend: str, net: PolicyValueNet, device: torch.device) -> TorchBackend | OnnxBackend:
+def make_backend(backend: str, net: PolicyValueNet, device: torch.device,
+                 settings: InferenceSettings = InferenceSettings()) -> TorchBackend | OnnxBackend:
     """The backend named by ``resolve_backend`` output (``torch`` or ``onnx``) running ``net``."""
     if backend == "onnx":
         return OnnxBackend(net)
     if backend == "torch":
-        return TorchBackend(net, device)
+        return TorchBackend(net, device, settings)
     raise ValueError(f"no inference backend {backend!r} (torch or onnx)")

@@ -55,8 +55,9 @@ class PlaneEvaluator(Protocol):
 
     ``forward(planes)``: ``uint8 [R, 24, 8, 8]`` (``alphazero.board.encoding``'s planes, side-to-move
     frame; the array is the search's buffer, valid only during the call) -> ``(logits float32 [R,
-    4672], values float32 [R])``, values in [-1, 1] for the side to move. The search softmaxes each
-    leaf's logits over its legal moves itself (as ``masked_softmax``). ``NetworkEvaluator`` is one.
+    4672], values float32 [R])``, values in [-1, 1] for the side to move; the outputs may be the evaluator's
+    own buffers, valid until its next call. The search softmaxes each leaf's logits over its legal moves
+    itself (as ``masked_softmax``). ``NetworkEvaluator`` is one.
     """
 
     def forward(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
@@ -134,7 +135,8 @@ class CompiledMCTS:
         if count <= step:
             logits, values = self.evaluator.forward(self._planes[:count])
         else:
-            parts = [self.evaluator.forward(self._planes[start:min(start + step, count)])
+            # Copies: an evaluator's outputs are valid until its next call only.
+            parts = [tuple(np.array(part) for part in self.evaluator.forward(self._planes[start:min(start + step, count)]))
                      for start in range(0, count, step)]
             logits = np.concatenate([part[0] for part in parts])
             values = np.concatenate([np.asarray(part[1]).reshape(-1) for part in parts])
