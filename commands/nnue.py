@@ -39,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "(thesis PQR triples; with --init, fine-tuning)")
     train.add_argument("--wdl-lambda", type=float, metavar="L",
                        help="sigmoid-mse target = L * sigmoid(cp/400) + (1 - L) * result; positions without a result "
-                            "use the score, without a score the result (default 1.0: a label CSV has no results)")
+                            "use the score, without a score the result (default 1.0; datagen's games and played label "
+                            "files have results)")
     train.add_argument("--epochs", type=int, help="total passes over the training positions (default 10)")
     train.add_argument("--lr", type=float, help="AdamW learning rate (default 1e-3)")
     train.add_argument("--lr-decay", type=float, help="learning rate factor per epoch (default 0.95)")
