@@ -72,7 +72,7 @@ from alphazero.learn.run import (
     stop_reason,
 )
 from alphazero.nets.network import atomic_torch_save, safe_torch_load
-from workers.actors import ArenaWorker, LearnerWorker
+from workers.actors import ArenaWorker, LearnerWorker, SelfPlayWorker
 from workers.cluster import (
     ACTOR_START_ATTEMPTS,
     RunError,
@@ -107,10 +107,12 @@ class Driver:
 
     The constructor takes the run directory's lock and reads and checks everything the run needs
     before Ray starts (a refused run writes nothing); ``train`` runs it on the Ray this process has.
+    ``selfplay_class``: the self-play actors' class (``SelfPlayPool``'s ``actor_class``).
     """
 
     def __init__(self, config: RunConfig, run_dir: str | Path, resume: bool,
-                 progress: Progress | None = None, init: str | Path | None = None) -> None:
+                 progress: Progress | None = None, init: str | Path | None = None,
+                 selfplay_class: type = SelfPlayWorker) -> None:
         self.run = RunDirectory(run_dir)
         self.progress = progress or Progress()
         self.lock: DirectoryLock | None = None
@@ -137,7 +139,7 @@ class Driver:
         self.config = config
         self.resume = resume
         self.pending: dict[Any, tuple[str, int]] = {}  # refs the main loop waits for -> (kind, index)
-        self.pool = SelfPlayPool(config, self.submit, self.run.log_event, self.progress.message)
+        self.pool = SelfPlayPool(config, self.submit, self.run.log_event, self.progress.message, selfplay_class)
         # Ray actor handles and object refs (their methods are called through .remote, which Ray's stubs do not type).
         self.learner: Any = None
         self.train_ref: Any = None  # the learner call in flight ...
