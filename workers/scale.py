@@ -27,6 +27,7 @@ import _thread
 import contextlib
 import os
 import re
+import signal
 import statistics
 import threading
 import time
@@ -198,7 +199,8 @@ def measure_ingestion(config: RunConfig, run_dir: str | Path, num_actors: int, p
     The run is stopped as Ctrl-C stops one (``KeyboardInterrupt`` in this thread, from the sampling thread),
     so the stop is the driver's own. ``run_dir`` must not hold a run. Returns the offered and ingested positions/s (the ingested rate from the
     moment every actor runs), the driver's busy share (time in its play-result handler / wall), its time per
-    handled result by stage (ms), the in-flight file's size, and memory over time: the driver's RSS, the
+    handled result by stage (ms; ``_on_plays`` is the whole handler, ``on_play`` taking one result from Ray),
+    the results it found waiting per pass, the in-flight file's size, and memory over time: the driver's RSS, the
     learner's RSS and the object store in use (first, largest and last sample, and every sample).
     """
     import workers.driver
@@ -230,17 +232,25 @@ def measure_ingestion(config: RunConfig, run_dir: str | Path, num_actors: int, p
                         learner_pid = ray.get(driver.learner.info.remote(), timeout=10)["pid"]
                 samples.append({"t": round(time.monotonic() - start, 1), "positions": driver.state.positions,
                                 "games": driver.state.games, "running": driver.pool.num_running,
+                                "busy_s": round(totals["_on_plays"][1], 3),
                                 "driver_rss_mb": rss_mb(), "learner_rss_mb": rss_mb(learner_pid) if learner_pid else None,
                                 "object_store_mib": object_store_mib()})
 
-        totals: dict[str, list[float]] = {}
+        totals: dict[str, list[float]] = {"_on_plays": [0, 0.0]}
         sampler = threading.Thread(target=sample, daemon=True)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_timed(driver, "_on_play", totals))
+            # One pass's results, handled together (a driver before that change: one result at a time).
+            handler = "_on_plays" if hasattr(driver, "_on_plays") else "_on_play"
+            stack.enter_context(_timed(driver, handler, totals))
+            totals["_on_plays"] = totals[handler]
+            stack.enter_context(_timed(driver.pool, "on_play", totals))  # each result
             stack.enter_context(_timed(workers.driver, "write_inflight", totals))
             stack.enter_context(_timed(workers.driver, "write_shard", totals))
             stack.enter_context(_timed(driver.run, "write_state", totals))
             stack.enter_context(_timed(driver, "_learner_call", totals))
+            # interrupt_main raises KeyboardInterrupt only under Python's own SIGINT handler (a background job
+            # started by a shell without job control ignores SIGINT).
+            stack.callback(signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler))
             sampler.start()
             try:
                 state = driver.train()
@@ -248,20 +258,23 @@ def measure_ingestion(config: RunConfig, run_dir: str | Path, num_actors: int, p
                 stop.set()
                 sampler.join()
     steady = [s for s in samples if s["running"] == num_actors and s["positions"] > 0]
-    rate = games_rate = None
+    rate = games_rate = busy_share = None
     if len(steady) >= 2:
         span = steady[-1]["t"] - steady[0]["t"]
         rate = round((steady[-1]["positions"] - steady[0]["positions"]) / span)
         games_rate = round((steady[-1]["games"] - steady[0]["games"]) / span, 2)
-    handled, busy = totals["_on_play"]
+        busy_share = round((steady[-1]["busy_s"] - steady[0]["busy_s"]) / span, 3)
+    passes = totals["_on_plays"][0]
+    handled = totals["on_play"][0]
     wall = time.monotonic() - start
     per_result = {name: round(1000 * total / max(1, handled), 2) for name, (count, total) in totals.items()}
     inflight = driver.run.inflight_path
     return {
         "actors": num_actors, "offered_positions_per_s": round(num_actors * positions_per_s),
         "positions_per_s": rate, "games_per_s": games_rate, "positions": state.positions, "games": state.games,
-        "results_handled": int(handled), "positions_per_result": round(state.positions / max(1, handled), 1),
-        "driver_busy": round(busy / wall, 3), "ms_per_result": per_result,
+        "results_handled": int(handled), "results_per_pass": round(handled / max(1, passes), 2),
+        "positions_per_result": round(state.positions / max(1, handled), 1),
+        "driver_busy": busy_share, "ms_per_result": per_result,
         "inflight_file_kb": round(inflight.stat().st_size / 1024, 1) if inflight.exists() else None,
         "driver_rss_mb": _span([s["driver_rss_mb"] for s in steady or samples]),
         "learner_rss_mb": _span([s["learner_rss_mb"] for s in steady or samples]),
