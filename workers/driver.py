@@ -320,6 +320,9 @@ class Driver:
             handled.append(index)
             games += result[0]
             self.rates.add(len(result[0]), result[1]["positions"])
+            # Its next call now, so the actor plays while this pass writes (the writes cost the driver
+            # more the more actors there are; an actor waiting for them would idle).
+            self.pool.play(index)
         if not handled:
             return
         # Games in flight first, finished games second: a kill in between loses these calls' finished
@@ -339,8 +342,6 @@ class Driver:
             state.positions += sum(g.num_positions for g in games)
             run.write_state(state)
             self._learner_call("add_shards", [str(path)])  # a restarted learner reads it from disk
-        for index in handled:
-            self.pool.play(index)
 
     def _on_train(self, ref: Any) -> None:
         self.train_ref = None
