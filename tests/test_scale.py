@@ -19,7 +19,7 @@ def test_the_scale_tool_reports_ingestion_sampling_and_broadcast_with_memory_sam
     from tools.scale import parser, run
 
     args = parser().parse_args(["--nodes", "2", "--actors", "4", "--rate", "200", "--game-positions", "40",
-                                "--seconds", "2", "--interval", "0.5", "--window", "20000", "--sampling-seconds", "0.5",
+                                "--seconds", "1", "--interval", "0.25", "--window", "20000", "--sampling-seconds", "0.2",
                                 "--broadcast", "1,2,4", "--blocks", "1", "--channels", "8", "--repeats", "1",
                                 "--set", "selfplay.games_per_call=2", "--set", "selfplay.games_per_worker=4"])
     figures = run(args)
