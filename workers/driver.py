@@ -2,7 +2,8 @@
 
 Runs in the process of ``alphazero train``. It owns the run directory's state and the only writes
 of replay shards and arena games; actors only compute. Self-play and learning run concurrently:
-the driver reacts to whichever call finishes first (``ray.wait``), one handler per kind of result,
+the driver reacts to whichever call finishes first (``ray.wait``, with every other result already in: the
+self-play results of one pass are written together), one handler per kind of result,
 bounded by ``train.max_sample_reuse`` (trained samples <= reuse x positions generated). Every
 ``arena.steps_per_generation`` learner steps the learner's weights become a candidate that plays
 the best in an arena; a score >= threshold promotes it and the self-play actors switch to it
@@ -61,7 +62,7 @@ from alphazero.judge.promotion import (
 )
 from alphazero.learn.curves import Curves
 from alphazero.learn.pretrain import init_learner_state, load_init_network
-from alphazero.learn.replay import next_shard_path, read_inflight, write_inflight, write_shard
+from alphazero.learn.replay import following_shard_path, next_shard_path, read_inflight, write_inflight, write_shard
 from alphazero.learn.run import (
     GameStats,
     arena_due,
@@ -72,7 +73,7 @@ from alphazero.learn.run import (
     stop_reason,
 )
 from alphazero.nets.network import atomic_torch_save, safe_torch_load
-from workers.actors import ArenaWorker, LearnerWorker
+from workers.actors import ArenaWorker, LearnerWorker, SelfPlayWorker
 from workers.cluster import (
     ACTOR_START_ATTEMPTS,
     RunError,
@@ -107,10 +108,12 @@ class Driver:
 
     The constructor takes the run directory's lock and reads and checks everything the run needs
     before Ray starts (a refused run writes nothing); ``train`` runs it on the Ray this process has.
+    ``selfplay_class``: the self-play actors' class (``SelfPlayPool``'s ``actor_class``).
     """
 
     def __init__(self, config: RunConfig, run_dir: str | Path, resume: bool,
-                 progress: Progress | None = None, init: str | Path | None = None) -> None:
+                 progress: Progress | None = None, init: str | Path | None = None,
+                 selfplay_class: type = SelfPlayWorker) -> None:
         self.run = RunDirectory(run_dir)
         self.progress = progress or Progress()
         self.lock: DirectoryLock | None = None
@@ -137,7 +140,7 @@ class Driver:
         self.config = config
         self.resume = resume
         self.pending: dict[Any, tuple[str, int]] = {}  # refs the main loop waits for -> (kind, index)
-        self.pool = SelfPlayPool(config, self.submit, self.run.log_event, self.progress.message)
+        self.pool = SelfPlayPool(config, self.submit, self.run.log_event, self.progress.message, selfplay_class)
         # Ray actor handles and object refs (their methods are called through .remote, which Ray's stubs do not type).
         self.learner: Any = None
         self.train_ref: Any = None  # the learner call in flight ...
@@ -148,6 +151,7 @@ class Driver:
         self.rates = Rates()
         self.game_stats = GameStats()  # since the last arena
         self.curves = Curves(self.run.tensorboard_dir)
+        self.next_shard: Path | None = None  # the next shard's path, once this driver has written one
 
     def close(self) -> None:
         """Release the run directory (also done by the kernel if the process dies)."""
@@ -302,28 +306,42 @@ class Driver:
 
     # -- main loop --------------------------------------------------------------------------------
 
-    def _on_play(self, index: int, ref: Any) -> None:
-        result = self.pool.on_play(index, ref, self.state.games)
-        if result is None:
-            return
-        games, counters = result
+    def _on_plays(self, calls: list[tuple[int, Any]]) -> None:
+        """Finished play calls (slot index, ref), handled together: one in-flight write, one shard, one
+        state write and one learner call for all of them, so the driver's cost per position falls as the
+        results it finds waiting grow (measured: docs/RESULTS.md, "Scale simulated on one machine")."""
         state, run = self.state, self.run
-        # Games in flight first, finished games second: a kill in between loses this call's finished
+        games: list = []
+        handled = []
+        for index, ref in calls:
+            result = self.pool.on_play(index, ref, state.games)
+            if result is None:  # the actor died; its replacement is on its way
+                continue
+            handled.append(index)
+            games += result[0]
+            self.rates.add(len(result[0]), result[1]["positions"])
+            # Its next call now, so the actor plays while this pass writes (the writes cost the driver
+            # more the more actors there are; an actor waiting for them would idle).
+            self.pool.play(index)
+        if not handled:
+            return
+        # Games in flight first, finished games second: a kill in between loses these calls' finished
         # games, but no game can ever be both finished on disk and continued again.
         write_inflight(run.inflight_path, self.pool.inflight)
-        self.rates.add(len(games), counters["positions"])
         self.game_stats.add(games)
         self.curves.add("selfplay", state.learner_step, {"games_per_s": self.rates.games_per_s(),
                                                          "positions_per_s": self.rates.positions_per_s(),
                                                          "actors_running": self.pool.num_running})
         if games:
-            path = next_shard_path(run.replay_dir)
+            # Listed once per driver, then counted: this driver is the only writer (the run's lock), and a
+            # listing per shard grows with the run (thousands of shards an hour at 20,000 positions/s).
+            path = self.next_shard or next_shard_path(run.replay_dir)
             write_shard(path, games)
+            self.next_shard = following_shard_path(path)
             state.games += len(games)
             state.positions += sum(g.num_positions for g in games)
             run.write_state(state)
             self._learner_call("add_shards", [str(path)])  # a restarted learner reads it from disk
-        self.pool.play(index)
 
     def _on_train(self, ref: Any) -> None:
         self.train_ref = None
@@ -424,16 +442,23 @@ class Driver:
                     self.submit(self.train_ref, "train", 0)
 
                 ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=1.0)
+                if ready and len(self.pending) > 1:  # and every other result already in, handled in this pass
+                    first = set(ready)
+                    others = [ref for ref in self.pending if ref not in first]
+                    ready += ray.wait(others, num_returns=len(others), timeout=0)[0]
+                plays = []
                 for ref in ready:
                     kind, index = self.pending.pop(ref)
                     if kind == "start":
                         self.pool.on_start(index, ref)
                     elif kind == "play":
-                        self._on_play(index, ref)
+                        plays.append((index, ref))
                     elif kind == "train":
                         self._on_train(ref)
                     elif kind == "arena":
                         self._on_arena(ref)
+                if plays:
+                    self._on_plays(plays)
                 self.pool.tick(state.games)
                 state.elapsed_s = elapsed_before + time.monotonic() - started
                 reason = stop_reason(config, state)

@@ -9,6 +9,8 @@ The pool gets what it needs and nothing else: the run's config, the network vers
 (``set_weights``), the games in flight each slot continues, the games played so far (its seeds), and
 three callables of the driver's: ``submit`` (wait for a ref in the main loop), ``log_event`` (the
 run's ``events.jsonl``) and ``message`` (a line for the person watching). It writes no file.
+``actor_class`` is ``workers.actors.SelfPlayWorker`` in a run; the scale simulation (``workers.scale``)
+gives one with the same methods that makes synthetic games, to load the real driver without a search.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ class SelfPlayPool:
     """Keeps ``config.workers.num_selfplay_workers`` self-play actors playing; see the module docstring."""
 
     def __init__(self, config: RunConfig, submit: Callable[[Any, str, int], None], log_event: Callable[..., None],
-                 message: Callable[[str], None]) -> None:
+                 message: Callable[[str], None], actor_class: type = SelfPlayWorker) -> None:
         self.config = config
+        self.actor_class = actor_class
         self.submit, self.log_event, self.message = submit, log_event, message
         self.slots = [_Slot() for _ in range(config.workers.num_selfplay_workers)]
         # Per slot: the games in flight at its last play call, which a replacement continues.
@@ -77,8 +80,8 @@ class SelfPlayPool:
 
     def start(self, index: int, games: int) -> None:
         config, slot = self.config, self.slots[index]
-        cls = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker, num_gpus=config.workers.selfplay_gpus,
-                         max_restarts=0)(SelfPlayWorker)
+        cls: Any = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker, num_gpus=config.workers.selfplay_gpus,
+                         max_restarts=0)(self.actor_class)
         seed = config.seed * 1_000_003 + games * 7919 + index
         slot.actor = cls.options(scheduling_strategy="SPREAD").remote(
             config, self.weights_ref, self.version, seed, self.inflight[index])
