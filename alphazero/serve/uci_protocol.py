@@ -15,8 +15,12 @@ Grammar
 ``stop``, ``ponderhit``, ``quit``. A line whose first token is unknown is searched for a known
 command further on, as the UCI spec asks ("joho debug on" is ``debug on``; ``ParsedLine.skipped``
 holds "joho"). A line with no known command, or a command with bad arguments, parses to no command
-and an ``error`` (the engine answers it with ``info string``): a bad ``position`` leaves the
-previous position, a bad ``go`` starts no search. Blank lines are nothing at all.
+and an ``error`` (the engine answers it with ``info string``): a bad ``position`` (no
+``startpos``/``fen``, a bad FEN) leaves the previous position. Two commands are kept however bad
+their arguments, as Stockfish 15.1 keeps them: ``go`` (``parse_go`` skips what it cannot read and
+notes it, so every ``go`` ends in a ``bestmove``) and the move list of ``position``, which ends at
+its first illegal or unreadable move: the position reached before it stands, and
+``Position.note`` says which move was dropped. Blank lines are nothing at all.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class UciNewGame:
 @dataclass(frozen=True)
 class Position:
     board: chess.Board  # with the moves on its stack
+    note: str | None = None  # why the move list was cut short, if it was
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,10 @@ class ParsedLine:
     error: str | None = None
 
 
-def parse_position(args: Sequence[str]) -> chess.Board:
-    """The tokens after ``position`` -> the board (with its moves on the stack); ``ValueError`` if bad."""
+def parse_position(args: Sequence[str], notes: list[str] | None = None) -> chess.Board:
+    """The tokens after ``position`` -> the board (with its moves on the stack); ``ValueError`` if
+    the start (``startpos``, ``fen FEN``, the word ``moves``) is bad. The move list ends at its first
+    illegal move (Stockfish's rule), which ``notes`` (when given) gets a sentence about."""
     if not args:
         raise ValueError("position: expected 'startpos' or 'fen <FEN>'")
     kind = args[0].lower()
@@ -133,9 +140,12 @@ def parse_position(args: Sequence[str]) -> chess.Board:
         try:
             move = board.parse_uci(token)
         except ValueError:
-            raise ValueError(f"position: move {ply} {token!r} is not legal in {board.fen()}") from None
-        if not move:
-            raise ValueError(f"position: move {ply} is a null move (0000)")
+            move = None
+        if not move:  # illegal, unreadable or the null move 0000
+            if notes is not None:
+                notes.append(f"position: move {ply} {token!r} is not legal in {board.fen()}; it and the moves "
+                             f"after it are dropped: the position after the first {ply - 1} stands")
+            break
         board.push(move)
     return board
 
@@ -157,17 +167,16 @@ def _parse_setoption(args: list[str]) -> SetOption:
 
 
 def _parse_position_command(args: list[str]) -> Position:
+    notes: list[str] = []
     try:
-        return Position(parse_position(args))
+        board = parse_position(args, notes)
     except ValueError as error:
         raise ValueError(f"{error}; position unchanged") from None
+    return Position(board, notes[0] if notes else None)
 
 
 def _parse_go_command(args: list[str]) -> Go:
-    try:
-        return Go(parse_go(args))
-    except ValueError as error:
-        raise ValueError(f"{error}; no search started") from None
+    return Go(parse_go(args))
 
 
 def _no_args(command: Command):
