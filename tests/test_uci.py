@@ -46,6 +46,7 @@ from alphazero.serve.uci_limits import (
     depth_to_nodes,
     parse_go,
     time_budget,
+    time_limits,
 )
 from alphazero.serve.uci_protocol import (
     Debug,
@@ -136,10 +137,47 @@ def test_parse_go_reads_every_parameter() -> None:
     assert parse_go([]) == GoParams()
 
 
-@pytest.mark.parametrize("args", ["nodes abc", "nodes", "nodes 0", "movetime -5", "depth 0", "frob 3", "nodes 1.5"])
-def test_parse_go_rejects_malformed(args: str) -> None:
-    with pytest.raises(ValueError):
-        parse_go(args.split())
+@pytest.mark.parametrize("args, expected, note", [
+    ("nodes abc", GoParams(), "nodes needs an integer ('abc'"),
+    ("nodes", GoParams(), "nothing follows"),
+    ("nodes depth 3", GoParams(depth=3), "nodes needs an integer (nothing follows)"),  # the keyword is kept
+    ("nodes 0", GoParams(nodes=1), "read as nodes 1"),
+    ("depth 0", GoParams(depth=1), "read as depth 1"),
+    ("depth -1", GoParams(depth=1), "read as depth 1"),
+    ("movetime -5", GoParams(movetime=0), "read as 0"),
+    ("mate 0 movestogo 0", GoParams(), "mate 0 ignored"),
+    ("foo 5", GoParams(), "unknown token(s) 'foo 5'"),
+    ("frob 3 movetime 40", GoParams(movetime=40), "unknown token(s) 'frob 3'"),
+    ("nodes 1.5", GoParams(), "'1.5' is not an integer"),
+])
+def test_parse_go_reads_what_it_can_of_malformed(args: str, expected: GoParams, note: str) -> None:
+    """Every go must end in a bestmove (Stockfish 15.1 also searches on after unknown tokens): the
+    parser never raises, keeps what it can read and says what it skipped."""
+    params = parse_go(args.split())
+    assert params.notes and note in " ".join(params.notes), params.notes
+    params.notes = []
+    assert params == expected
+
+
+def test_time_limits_soft_and_hard() -> None:
+    """The hard limit (alpha-beta aborts there) is a few soft limits, at most a third of the clock
+    (all but the overhead with movestogo 1), and never more than the clock less the overhead."""
+    overhead = 50
+    soft, hard = time_limits(GoParams(wtime=60_000, winc=1000), chess.WHITE, overhead)
+    assert soft == pytest.approx(2.7) and hard == pytest.approx(3 * 2.7)
+    soft, hard = time_limits(GoParams(wtime=900, movestogo=30), chess.WHITE, overhead)
+    assert soft == 0.0 and hard == 0.0  # 900 / 30 < overhead: the engine's minimum search
+    soft, hard = time_limits(GoParams(wtime=9000, movestogo=1), chess.WHITE, overhead)
+    assert soft == pytest.approx(3.0) and hard == pytest.approx(8.95)
+    soft, hard = time_limits(GoParams(wtime=3000, movestogo=2), chess.WHITE, overhead)
+    assert soft == pytest.approx(1.0) and hard == pytest.approx(1.0)  # capped at a third of the clock
+    assert time_limits(GoParams(movetime=500), chess.WHITE, overhead) == pytest.approx((0.45, 0.45))
+    for remaining in (0, 30, 60, 100, 300, 1000, 10_000):
+        for increment in (0, 10, 100):
+            for moves_to_go in (None, 1, 2, 40):
+                params = GoParams(wtime=remaining, winc=increment, movestogo=moves_to_go)
+                soft, hard = time_limits(params, chess.WHITE, overhead)
+                assert 0 <= soft <= hard <= max(0.0, (remaining - overhead) / 1000) + 1e-9, (params, soft, hard)
 
 
 def test_time_budget_formula() -> None:
@@ -176,10 +214,13 @@ def test_parse_position() -> None:
     board = parse_position(["fen", *fen.split(), "moves", "e1g1"])  # castling in standard notation
     assert board.piece_at(chess.G1) == chess.Piece(chess.KING, chess.WHITE)
     assert parse_position(["fen", *fen.split()[:4]]).fen() == chess.Board(fen).fen()  # no clocks: defaults
-    for bad in ["", "startpos e2e4", "startpos moves e2e5", "fen", "fen not-a-fen", "banana",
-                "startpos moves 0000", f"fen {MATED} moves h8g8", "fen 8/8/8/8/8/8/8/8 w - - 0 1"]:
+    for bad in ["", "startpos e2e4", "fen", "fen not-a-fen", "banana", "fen 8/8/8/8/8/8/8/8 w - - 0 1"]:
         with pytest.raises(ValueError):
             parse_position(bad.split())
+    for cut, kept in [("startpos moves e2e5", chess.Board()), ("startpos moves 0000", chess.Board()),
+                      (f"fen {MATED} moves h8g8", chess.Board(MATED))]:
+        notes: list[str] = []
+        assert parse_position(cut.split(), notes) == kept and len(notes) == 1, cut
 
 
 def test_run_uci_missing_network(tmp_path: Path) -> None:
@@ -208,8 +249,6 @@ def test_parse_line_finds_the_command() -> None:
 
 @pytest.mark.parametrize("line, fault", [
     ("frobnicate", "unknown command 'frobnicate'"),
-    ("go nodes abc", "no search started"),
-    ("position startpos moves e2e5", "position unchanged"),
     ("position fen not-a-fen", "position unchanged"),
     ("debug maybe", "expected 'debug on' or 'debug off'"),
     ("setoption name", "expected 'setoption name <id> [value <x>]'"),
@@ -221,8 +260,23 @@ def test_parse_line_reports_bad_lines(line: str, fault: str) -> None:
 
 
 def test_parse_line_keeps_skipped_tokens_with_a_bad_command() -> None:
-    parsed = parse_line("xx go nodes")
-    assert parsed.command is None and parsed.skipped == ("xx",) and "needs a number" in parsed.error
+    parsed = parse_line("xx debug maybe")
+    assert parsed.command is None and parsed.skipped == ("xx",) and "expected 'debug on'" in parsed.error
+    parsed = parse_line("xx go nodes")  # a go is always obeyed, with notes on what it skipped
+    assert isinstance(parsed.command, Go) and parsed.skipped == ("xx",) and parsed.command.params.notes
+
+
+def test_position_moves_end_at_the_first_illegal_one() -> None:
+    """Stockfish 15.1's rule: the moves before an illegal one stand, the rest are dropped."""
+    for line, kept in [("position startpos moves e2e4 e7e5 g1f3 e2e5 b8c6", ["e2e4", "e7e5", "g1f3"]),
+                       ("position startpos moves e2e5", []),
+                       ("position startpos moves e2e4 xyz d7d5", ["e2e4"]),
+                       ("position startpos moves e2e4 0000 d7d5", ["e2e4"])]:
+        position = parse_line(line).command
+        assert isinstance(position, Position)
+        assert [move.uci() for move in position.board.move_stack] == kept
+        assert position.note is not None and f"the first {len(kept)} stands" in position.note
+    assert parse_line("position startpos moves e2e4").command.note is None
 
 
 def test_option_table_declares_checks_and_defaults() -> None:
@@ -259,10 +313,12 @@ def test_engine_option_tables() -> None:
         "option name Nodes type spin default 400 min 1 max 1000000000",
         "option name CPuct type string default 1.25",
         f"option name Threads type spin default 1 min 1 max {threads_max}",
-        "option name MoveOverhead type spin default 50 min 0 max 10000",
+        "option name MultiPV type spin default 1 min 1 max 64",
+        "option name Move Overhead type spin default 50 min 0 max 10000",
         "option name Ponder type check default false",
     ]
     assert NETWORK_OPTIONS.parse(SetOption("Move Overhead", "20")) == ("move_overhead_ms", 20)
+    assert NETWORK_OPTIONS.parse(SetOption("MoveOverhead", "20")) == ("move_overhead_ms", 20)
     assert NETWORK_OPTIONS.parse(SetOption("Hash", "64")) is None
     assert AB_OPTIONS.parse(SetOption("Hash", "64")) == ("hash_mb", 64)
     assert AB_OPTIONS.parse(SetOption("Threads", "4")) is None
@@ -306,9 +362,10 @@ def test_limits_ponder_and_infinite() -> None:
     assert not limits.reached(10**9, 1e9)
     limits.ponderhit(12.0)
     assert not limits.unbounded and limits.clock_start == 12.0
-    assert limits.deadline == pytest.approx(12.1)  # 3000 / 30 ms, counted from the ponderhit
+    assert limits.soft_deadline == pytest.approx(12.1)  # 3000 / 30 ms, counted from the ponderhit
+    assert limits.deadline == pytest.approx(12.3)  # the hard limit, three soft ones
     limits.ponderhit(13.0)  # a second ponderhit changes nothing
-    assert limits.deadline == pytest.approx(12.1)
+    assert limits.soft_deadline == pytest.approx(12.1)
     assert limits.reached(4, 12.1)
     endless = Limits.from_go(parse_go("ponder infinite".split()), chess.WHITE, 0, 0.0)
     endless.ponderhit(1.0)
@@ -323,7 +380,7 @@ def test_limits_ponder_and_infinite() -> None:
 def test_identifies_itself(engine: chess.engine.SimpleEngine) -> None:
     assert "AlphaZero" in engine.id["name"]
     assert engine.id.get("author")
-    for option in ("Nodes", "CPuct", "Threads", "MoveOverhead"):
+    for option in ("Nodes", "CPuct", "Threads", "Move Overhead", "MultiPV"):
         assert option in engine.options
     assert engine.options["Threads"].min == 1
 
@@ -480,9 +537,8 @@ def test_malformed_commands_are_reported_and_ignored(network_path: Path) -> None
     try:
         raw.send("uci")
         assert "uciok" in raw.read_until("uciok")
-        bad = ["position fen not-a-fen", "position startpos moves e2e5", "go nodes abc", "frobnicate",
-               "setoption name", "position", "position startpos junk", "go nodes", "setoption name Nodes value -3",
-               "setoption name Foo value 1", "debug maybe"]
+        bad = ["position fen not-a-fen", "frobnicate", "setoption name", "position", "position startpos junk",
+               "setoption name Nodes value -3", "setoption name Foo value 1", "debug maybe"]
         raw.send("position startpos moves e2e4", "isready")
         assert raw.read_until("readyok") == ["readyok"]
         for line in bad:
@@ -501,14 +557,17 @@ def test_malformed_commands_are_reported_and_ignored(network_path: Path) -> None
         assert best in board.legal_moves  # a Black move: the bad position commands changed nothing
         info = [line for line in reply if line.startswith("info depth")][-1].split()
         assert info[info.index("nodes") + 1] == "20"
-        # an illegal move late in the list applies none of the list; the brief's order: bad lines, then e2e4
-        raw.send("position startpos moves e2e4 e7e5 e1e8", "go nodes 5")
+        # an illegal move ends the list (Stockfish's rule): the position before it stands
+        raw.send("position startpos moves e2e4 e7e5 e1e8 g1f3", "go nodes 5")
         reply = raw.read_until("bestmove")
         assert reply[0].startswith("info string") and "e1e8" in reply[0]
-        assert chess.Move.from_uci(reply[-1].split()[1]) in board.legal_moves  # still after e2e4 alone
-        raw.send("position fen not-a-fen", "go nodes abc", "position startpos moves e2e4", "go nodes 20")
+        after_e5 = chess.Board()
+        after_e5.push_uci("e2e4")
+        after_e5.push_uci("e7e5")
+        assert chess.Move.from_uci(reply[-1].split()[1]) in after_e5.legal_moves  # White to move, e5 played
+        raw.send("position fen not-a-fen", "position startpos moves e2e4", "go nodes 20")
         reply = raw.read_until("bestmove")
-        assert sum(line.startswith("info string") for line in reply) == 2
+        assert sum(line.startswith("info string") for line in reply) == 1
         assert chess.Move.from_uci(reply[-1].split()[1]) in board.legal_moves
         # the engine still serves: an unknown token before a command is skipped, the command obeyed
         raw.send("joho isready")
@@ -735,7 +794,7 @@ def ab_engine(ab_compiled):
 
 def test_ab_finds_mate_in_one_with_depth_3(ab_engine: chess.engine.SimpleEngine) -> None:
     assert "ab:material" in ab_engine.id["name"]
-    assert {"Hash", "MoveOverhead", "Ponder"} <= set(ab_engine.options) and "Nodes" not in ab_engine.options
+    assert {"Hash", "Move Overhead", "Ponder", "MultiPV"} <= set(ab_engine.options) and "Nodes" not in ab_engine.options
     for fen, mate in [(MATE_IN_ONE, "a1a8"), (BLACK_MATE_IN_ONE, "a8a1")]:
         board = chess.Board(fen)
         result = ab_engine.play(board, chess.engine.Limit(depth=3), info=chess.engine.INFO_ALL)
@@ -800,15 +859,21 @@ def test_ab_plans_go_limits(ab_compiled) -> None:
     def plan(text: str, turn: chess.Color = chess.WHITE) -> dict:
         return searcher.plan(Limits.from_go(parse_go(text.split()), turn, DEFAULT_MOVE_OVERHEAD_MS, 0.0), 0.0)
 
-    assert plan("depth 3") == {"depth": 3, "nodes": None, "movetime_ms": None}
-    assert plan("nodes 500") == {"depth": None, "nodes": 500, "movetime_ms": None}
+    none = {"soft_ms": None, "movetime_ms": None}
+    assert plan("depth 3") == {"depth": 3, "nodes": None, **none}
+    assert plan("nodes 500") == {"depth": None, "nodes": 500, **none}
     assert plan("movetime 300")["movetime_ms"] == pytest.approx(250)
-    assert plan("wtime 60000 btime 1000 winc 1000 binc 0")["movetime_ms"] == pytest.approx(2000 + 750 - 50)
+    assert plan("movetime 300")["soft_ms"] == pytest.approx(0.6 * 250)  # no iteration starts after it
+    clock = plan("wtime 60000 btime 1000 winc 1000 binc 0")
+    assert clock["soft_ms"] == pytest.approx(0.6 * (2000 + 750 - 50))
+    assert clock["movetime_ms"] == pytest.approx(3 * (2000 + 750 - 50))  # the hard limit
     assert plan("wtime 60000 btime 3000 movestogo 2", chess.BLACK)["movetime_ms"] == pytest.approx(1000)
     assert plan("wtime 10")["movetime_ms"] == pytest.approx(1.0)  # an exhausted clock still gets an answer
-    assert plan("") == {"depth": 7, "nodes": None, "movetime_ms": None}  # no limit: the spec's
-    assert plan("infinite") == {"depth": searcher.max_depth, "nodes": None, "movetime_ms": None}
+    assert plan("") == {"depth": 7, "nodes": None, **none}  # no limit: the spec's
+    assert plan("infinite") == {"depth": searcher.max_depth, "nodes": None, **none}
     assert plan("ponder movetime 300")["movetime_ms"] is None  # until ponderhit
+    assert plan("mate 2") == {"depth": 8, "nodes": None, **none}  # a mate search ends somewhere
+    assert plan("mate 2 depth 3")["depth"] == 3
     default = AlphaBetaSearcher("ab:material")
     assert default.plan(Limits.from_go(GoParams(), chess.WHITE, 50, 0.0), 0.0)["movetime_ms"] == 100
     with pytest.raises(ValueError, match="unknown evaluation"):

@@ -94,9 +94,10 @@ def parse_go(args: list[str]) -> GoParams:
         elif token in GO_INT_PARAMS:
             value = _integer(args[i + 1]) if i + 1 < len(args) else None
             if value is None:
-                got = f"{args[i + 1]!r} is not an integer" if i + 1 < len(args) else "nothing follows"
+                follows = i + 1 < len(args) and args[i + 1].lower() not in GO_KEYWORDS
+                got = f"{args[i + 1]!r} is not an integer" if follows else "nothing follows"
                 params.notes.append(f"go: {token} needs an integer ({got}); ignored")
-                i += 1  # the next token is read again, as a keyword or an unknown token
+                i += 2 if follows else 1  # a keyword that follows is read as one
                 continue
             i += 2
             if token in ("depth", "nodes") and value < 1:
