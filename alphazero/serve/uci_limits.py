@@ -11,14 +11,16 @@ Rules (several limits may be given; the first reached ends the search):
 
 * ``nodes N``: N nodes (simulations for the tree search, nodes for alpha-beta).
 * ``movetime MS``: ``MS - MoveOverhead`` milliseconds, soft and hard limit alike.
-* ``wtime/btime/winc/binc/movestogo``: for the side to move, with ``left = max(0, remaining)``, the
-  soft limit (the time the move should take: the tree search stops there, alpha-beta starts no
-  iteration after ``ITERATION_SHARE`` of it) is
-  ``min(left / (movestogo or 30) + 0.75 * increment - MoveOverhead, left / 3)``, and the hard limit
-  (alpha-beta aborts the running iteration there) is
-  ``min(HARD_FACTOR * soft, left / 3)``, or ``min(HARD_FACTOR * soft, left - MoveOverhead)`` when
-  ``movestogo`` is 1. Neither is ever more than ``left - MoveOverhead``: the engine answers before
-  its clock would fall, with ``MoveOverhead`` (50 ms) for the pipe, the GUI and a busy machine.
+* ``wtime/btime/winc/binc/movestogo``: for the side to move, with ``spare = max(0, remaining -
+  MoveOverhead)`` (what the engine may spend, the overhead kept for the pipe, the GUI and a busy
+  machine), the soft limit (the time the move should take: the tree search stops there, alpha-beta
+  starts no iteration after ``ITERATION_SHARE`` of it) is
+  ``min(spare / (movestogo or 30) + 0.75 * increment, spare / 3)`` and the hard limit (alpha-beta
+  aborts the running iteration there) ``min(HARD_FACTOR * soft, spare / 3)``, or
+  ``min(HARD_FACTOR * soft, spare)`` when ``movestogo`` is 1. Neither is ever more than ``spare``:
+  the engine answers before its clock would fall. (The overhead is kept back once, from the clock,
+  not from every move's share: at 1 s + 0.01 s a share less 50 ms would be nothing from the first
+  move on.)
 * ``depth D``: D plies for alpha-beta; the tree search maps it to ``depth_to_nodes(D)`` simulations.
 * ``mate N``: alpha-beta stops once it proves a mate in N moves or fewer (and, with no other limit,
   after depth ``2N + 4``: unlike Stockfish, which searches on until ``stop``).
@@ -134,16 +136,15 @@ def time_limits(params: GoParams, turn: chess.Color, move_overhead_ms: float) ->
     if remaining is not None:
         increment = (params.winc if turn == chess.WHITE else params.binc) or 0
         moves_to_go = params.movestogo or DEFAULT_MOVES_TO_GO
-        left = max(0, remaining)
-        soft = min(left / moves_to_go + INCREMENT_SHARE * increment - move_overhead_ms, left / 3)
-        cap = left - move_overhead_ms if moves_to_go == 1 else left / 3
-        hard = min(HARD_FACTOR * soft, cap, left - move_overhead_ms)
+        spare = max(0.0, remaining - move_overhead_ms)
+        soft = min(spare / moves_to_go + INCREMENT_SHARE * increment, spare / 3)
+        hard = min(HARD_FACTOR * soft, spare if moves_to_go == 1 else spare / 3)
         limits.append((min(soft, hard), hard))
     if not limits:
         return None
     soft = max(0.0, min(limit[0] for limit in limits))
     hard = max(0.0, min(limit[1] for limit in limits))
-    return soft / 1000.0, max(soft, hard) / 1000.0
+    return soft / 1000.0, hard / 1000.0
 
 
 def time_budget(params: GoParams, turn: chess.Color, move_overhead_ms: float) -> float | None:
