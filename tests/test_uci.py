@@ -163,10 +163,12 @@ def test_time_limits_soft_and_hard() -> None:
     """The hard limit (alpha-beta aborts there) is a few soft limits, at most a third of what the
     clock can spare (all of it with movestogo 1), and never more than the clock less the overhead."""
     overhead = 50
-    soft, hard = time_limits(GoParams(wtime=60_050, winc=1000), chess.WHITE, overhead)
+    soft, hard = time_limits(GoParams(wtime=60_050, winc=1050), chess.WHITE, overhead)
     assert soft == pytest.approx(2.75) and hard == pytest.approx(3 * 2.75)
     soft, hard = time_limits(GoParams(wtime=1000, winc=10), chess.WHITE, overhead)
-    assert soft == pytest.approx((950 / 30 + 7.5) / 1000)  # 1 s + 10 ms: the overhead is kept back once
+    assert soft == pytest.approx(950 / 30 / 1000)  # 1 s + 10 ms: the overhead is kept back once...
+    assert time_limits(GoParams(wtime=200, winc=10), chess.WHITE, overhead)[0] == pytest.approx(0.005)
+    # ...and from every increment: a low clock spends less than the increment, and climbs back
     soft, hard = time_limits(GoParams(wtime=9050, movestogo=1), chess.WHITE, overhead)
     assert soft == pytest.approx(3.0) and hard == pytest.approx(9.0)
     soft, hard = time_limits(GoParams(wtime=3050, movestogo=2), chess.WHITE, overhead)
@@ -183,8 +185,8 @@ def test_time_limits_soft_and_hard() -> None:
 
 def test_time_budget_formula() -> None:
     overhead = 50
-    # (remaining - overhead) / 30 + 0.75 * inc, capped at a third of (remaining - overhead)
-    params = GoParams(wtime=60_050, btime=10_050, winc=1000, binc=0)
+    # (remaining - overhead) / 30 + 0.75 * (inc - overhead), capped at a third of (remaining - overhead)
+    params = GoParams(wtime=60_050, btime=10_050, winc=1050, binc=0)
     assert time_budget(params, chess.WHITE, overhead) == pytest.approx((2000 + 750) / 1000)
     assert time_budget(params, chess.BLACK, overhead) == pytest.approx((10_000 / 30) / 1000)
     # movestogo replaces 30; the cap at a third of the spare time applies
@@ -876,7 +878,7 @@ def test_ab_plans_go_limits(ab_compiled) -> None:
     assert plan("nodes 500") == {"depth": None, "nodes": 500, **none}
     assert plan("movetime 300")["movetime_ms"] == pytest.approx(250)
     assert plan("movetime 300")["soft_ms"] == pytest.approx(0.6 * 250)  # no iteration starts after it
-    clock = plan("wtime 60050 btime 1000 winc 1000 binc 0")
+    clock = plan("wtime 60050 btime 1000 winc 1050 binc 0")
     assert clock["soft_ms"] == pytest.approx(0.6 * (2000 + 750))
     assert clock["movetime_ms"] == pytest.approx(3 * (2000 + 750))  # the hard limit
     assert plan("wtime 60000 btime 3050 movestogo 2", chess.BLACK)["movetime_ms"] == pytest.approx(1000)
@@ -925,9 +927,9 @@ def test_ab_hash_option_and_new_game(ab_compiled) -> None:
         stdin.send("setoption name Hash value 1", "setoption name Hash value 0", "setoption name Nodes value 5", "isready")
         reply = stdout.read_until("readyok")
         assert len(reply) == 3 and all(line.startswith("info string setoption") for line in reply[:2])
+        assert searcher.alphabeta.tt.nbytes <= 2**20  # the new size, allocated before readyok, not at the go
         stdin.send("position startpos", "go depth 4")
         assert stdout.read_until("bestmove")[-1].split()[1] in {move.uci() for move in chess.Board().legal_moves}
-        assert searcher.alphabeta.tt.nbytes <= 2**20  # the new size, taken at the go
         used = int((searcher.alphabeta.tt[:, 1] != 0).sum())
         stdin.send("ucinewgame", "go depth 1")
         stdout.read_until("bestmove")

@@ -10,17 +10,20 @@ owns those and guards a shared ``Limits`` with its lock, because ``ponderhit`` c
 Rules (several limits may be given; the first reached ends the search):
 
 * ``nodes N``: N nodes (simulations for the tree search, nodes for alpha-beta).
-* ``movetime MS``: ``MS - MoveOverhead`` milliseconds, soft and hard limit alike.
+* ``movetime MS``: ``MS - Move Overhead`` milliseconds, soft and hard limit alike.
 * ``wtime/btime/winc/binc/movestogo``: for the side to move, with ``spare = max(0, remaining -
-  MoveOverhead)`` (what the engine may spend, the overhead kept for the pipe, the GUI and a busy
+  Move Overhead)`` (what the engine may spend, the overhead kept for the pipe, the GUI and a busy
   machine), the soft limit (the time the move should take: the tree search stops there, alpha-beta
   starts no iteration after ``ITERATION_SHARE`` of it) is
-  ``min(spare / (movestogo or 30) + 0.75 * increment, spare / 3)`` and the hard limit (alpha-beta
-  aborts the running iteration there) ``min(HARD_FACTOR * soft, spare / 3)``, or
-  ``min(HARD_FACTOR * soft, spare)`` when ``movestogo`` is 1. Neither is ever more than ``spare``:
-  the engine answers before its clock would fall. (The overhead is kept back once, from the clock,
-  not from every move's share: at 1 s + 0.01 s a share less 50 ms would be nothing from the first
-  move on.)
+  ``min(spare / (movestogo or 30) + 0.75 * max(0, increment - Move Overhead), spare / 3)`` and the
+  hard limit (alpha-beta aborts the running iteration there) ``min(HARD_FACTOR * soft, spare / 3)``,
+  or ``min(HARD_FACTOR * soft, spare)`` when ``movestogo`` is 1. Neither is ever more than
+  ``spare``: the engine answers before its clock would fall. The overhead is kept back from the
+  clock once, not from every move's share (at 1 s + 0.01 s a share less 50 ms would be nothing from
+  the first move on), and from every increment, since each move's pipe and GUI time is paid from
+  it: so when the clock runs low the engine spends less than its increment and the clock climbs
+  back to a floor of about ``30 * (increment - latency)`` above the overhead, instead of settling
+  just above the overhead, where one stall of a busy machine loses on time (docs/RESULTS.md).
 * ``depth D``: D plies for alpha-beta; the tree search maps it to ``depth_to_nodes(D)`` simulations.
 * ``mate N``: alpha-beta stops once it proves a mate in N moves or fewer (and, with no other limit,
   after depth ``2N + 4``: unlike Stockfish, which searches on until ``stop``).
@@ -137,7 +140,7 @@ def time_limits(params: GoParams, turn: chess.Color, move_overhead_ms: float) ->
         increment = (params.winc if turn == chess.WHITE else params.binc) or 0
         moves_to_go = params.movestogo or DEFAULT_MOVES_TO_GO
         spare = max(0.0, remaining - move_overhead_ms)
-        soft = min(spare / moves_to_go + INCREMENT_SHARE * increment, spare / 3)
+        soft = min(spare / moves_to_go + INCREMENT_SHARE * max(0.0, increment - move_overhead_ms), spare / 3)
         hard = min(HARD_FACTOR * soft, spare if moves_to_go == 1 else spare / 3)
         limits.append((min(soft, hard), hard))
     if not limits:
