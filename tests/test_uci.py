@@ -282,6 +282,22 @@ def test_position_moves_end_at_the_first_illegal_one() -> None:
     assert parse_line("position startpos moves e2e4").command.note is None
 
 
+def test_position_extending_the_last_one_plays_only_the_new_moves() -> None:
+    """A GUI sends the whole game before every move: a command that extends the last one continues
+    its board (same result as parsing it all), and only when it does."""
+    known = parse_line("position startpos moves e2e4 e7e5").command
+    longer = parse_line("position startpos moves e2e4 e7e5 g1f3 b8c6", known).command
+    assert longer.board == parse_line("position startpos moves e2e4 e7e5 g1f3 b8c6").command.board
+    assert longer.board.move_stack == parse_line("position startpos moves e2e4 e7e5 g1f3 b8c6").command.board.move_stack
+    assert len(known.board.move_stack) == 2  # the known board is not changed
+    cut = parse_line("position startpos moves e2e4 e7e5 g1f3 e7e5", known).command
+    assert [m.uci() for m in cut.board.move_stack] == ["e2e4", "e7e5", "g1f3"] and "move 4 'e7e5'" in cut.note
+    other = parse_line("position startpos moves d2d4 d7d5 c2c4", known).command  # not an extension
+    assert [m.uci() for m in other.board.move_stack] == ["d2d4", "d7d5", "c2c4"]
+    fen = parse_line(f"position fen {POSITIONS[2]} moves e1g1 e8c8", known).command
+    assert fen.board.fen() == "2kr3r/8/8/8/8/8/8/R4RK1 w - - 2 2"
+
+
 def test_option_table_declares_checks_and_defaults() -> None:
     table = OptionTable([
         Option("Depth", "spin", 3, sets="depth", low=1, high=9),

@@ -35,10 +35,11 @@ shared cores; docs/RESULTS.md).
 Before ``readyok``
 ==================
 
-``ready`` (the engine calls it at ``isready`` and ``setoption``, and before a ``go``, whenever no
-search runs) does what would otherwise land in the first search: an ``ab:`` engine allocates and
-writes a new ``Hash`` table there and, the first time, searches the start position to depth 2 on a
-scratch table, which loads (or, with no cache, compiles) the numba kernels.
+``ready`` (the engine calls it at ``isready``, ``setoption`` and ``ucinewgame``, and before a ``go``,
+whenever no search runs) does what would otherwise land in the first search: an ``ab:`` engine
+allocates and writes a new ``Hash`` table there, clears the table after ``ucinewgame`` and, the
+first time, searches the start position to depth 2 on a scratch table, which loads (or, with no
+cache, compiles) the numba kernels.
 
 The network engine (``--checkpoint``): tree search
 ===================================================
@@ -476,8 +477,8 @@ def _principal_variation(root: Node, max_length: int) -> list[chess.Move]:
 class AlphaBetaSearcher(Searcher):
     """``AlphaBeta`` on the compiled board, made from an ``ab:`` spec (``ValueError`` if it is bad).
 
-    The transposition table lives from move to move; ``ucinewgame`` clears it at the next ``go`` and a
-    new ``Hash`` is allocated at the next ``ready`` (never under a running search)."""
+    The transposition table lives from move to move; after ``ucinewgame`` it is cleared, and after a
+    new ``Hash`` allocated, at the next ``ready`` (never under a running search)."""
 
     options = AB_OPTIONS
     supports_searchmoves = True
@@ -523,6 +524,9 @@ class AlphaBetaSearcher(Searcher):
             self.alphabeta.resize(self.hash_mb)
             self._table_mb = self.hash_mb
             self._clear = False
+        if self._clear:  # ucinewgame: a large table takes a while to clear
+            self.alphabeta.clear()
+            self._clear = False
         if not self._warm:
             from alphazero.search.alphabeta import AlphaBeta
 
@@ -530,10 +534,7 @@ class AlphaBetaSearcher(Searcher):
             self._warm = True
 
     def prepare(self, job: Job) -> list[str]:
-        self.ready()  # a GUI that sent no isready since its setoption
-        if self._clear:
-            self.alphabeta.clear()
-            self._clear = False
+        self.ready()  # a GUI that sent no isready since its setoption or ucinewgame
         self.alphabeta.reset_abort()  # from here on a stop aborts this job's search
         return []
 

@@ -106,6 +106,7 @@ class UCIEngine:
         self._job: Job | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._last_position: Position | None = None  # the last position command, for the next to extend
         self._handlers: dict[type, Callable[[Any], bool | None]] = {
             Uci: self._on_uci,
             Debug: self._on_debug,
@@ -155,7 +156,7 @@ class UCIEngine:
 
     def handle(self, line: str) -> bool:
         """Execute one input line; ``False`` once the engine should exit (``quit``)."""
-        parsed = parse_line(line)
+        parsed = parse_line(line, self._last_position)
         if parsed is None:
             return True
         if parsed.skipped and (parsed.command is not None or parsed.error is not None):
@@ -209,12 +210,14 @@ class UCIEngine:
     def _on_ucinewgame(self, command: UciNewGame) -> None:
         with self._lock:
             self.searcher.new_game()
+        self._make_ready()
 
     def _on_position(self, command: Position) -> None:
         if command.note:
             self.info_string(command.note)
         with self._lock:
             self.board = command.board
+        self._last_position = command
 
     def _on_go(self, command: Go) -> None:
         params = command.params
