@@ -29,7 +29,9 @@ Rules (several limits may be given; the first reached ends the search):
   after depth ``2N + 4``: unlike Stockfish, which searches on until ``stop``).
 * ``searchmoves m1 m2 ...``: only these root moves (the engine drops the illegal ones, saying so).
 * ``infinite`` / ``ponder``: no limit applies until ``stop``; ``ponderhit`` turns a ponder search into
-  the search its other limits describe, its clock starting at the ``ponderhit``.
+  the search its other limits describe, the time it pondered counted as time thought: a search that
+  pondered for its soft limit or longer answers at once (Stockfish 15.1 answers a ``ponderhit`` after
+  a long ponder within a millisecond too).
 * none of these: the engine's default (``Limits.has_limit`` is false).
 
 Malformed arguments never cost the ``bestmove`` (Stockfish 15.1 also searches on after an unknown
@@ -209,14 +211,23 @@ class Limits:
                 or time_limits(self.params, self.turn, self.move_overhead_ms) is not None)
 
     def ponderhit(self, now: float) -> None:
-        """The opponent played the expected move: the search obeys its other limits from ``now`` on."""
+        """The opponent played the expected move: the search obeys its other limits from ``now`` on,
+        its pondering counted as thinking (as Stockfish counts it): a search that has pondered for its
+        soft limit or longer stops at once; one that has not may use the rest of its soft limit, and
+        its hard limit counts from ``now``."""
         if not self.ponder:
             return
         self.ponder = False
         self.infinite = self.params.infinite
         times = time_limits(self.params, self.turn, self.move_overhead_ms)
+        pondered = now - self.clock_start
         self.clock_start = now
-        self.soft_deadline, self.deadline = (None, None) if times is None else (now + times[0], now + times[1])
+        if times is None:
+            self.soft_deadline = self.deadline = None
+        elif pondered >= times[0]:
+            self.soft_deadline = self.deadline = now
+        else:
+            self.soft_deadline, self.deadline = now + times[0] - pondered, now + times[1]
 
     def remaining(self, now: float) -> float | None:
         """Seconds left before the hard deadline (never negative), ``None`` without one."""
