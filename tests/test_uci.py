@@ -531,11 +531,12 @@ class RawEngine:
         self.lines.put((time.monotonic(), None))
 
     def send(self, *lines: str) -> float:
-        """Write the lines; returns when they were flushed (monotonic seconds)."""
+        """Write the lines; returns when the write began (an answer can arrive before ``flush`` returns)."""
+        started = time.monotonic()
         for line in lines:
             self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
-        return time.monotonic()
+        return started
 
     def read_until(self, prefix: str, timeout: float = 20) -> list[str]:
         out, deadline = [], time.monotonic() + timeout

@@ -47,10 +47,12 @@ class Engine:
         self.lines.put((time.monotonic(), None))
 
     def send(self, line: str) -> float:
+        """Write ``line``; returns when the write began (an answer can arrive before ``flush`` returns)."""
         assert self.proc.stdin is not None
+        started = time.monotonic()
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
-        return time.monotonic()
+        return started
 
     def wait_for(self, prefix: str) -> float:
         """Arrival time of the next line starting with ``prefix`` (``TimeoutError`` past the deadline)."""
