@@ -807,6 +807,7 @@ def test_setoption_values(inproc) -> None:
 
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1"  # Ra8#
 BLACK_MATE_IN_ONE = "r5k1/5ppp/8/8/8/8/5PPP/6K1 b - - 0 1"  # ...Ra1#
+CUT_SHORT = re.compile(r"info depth \d+ nodes \d+ time \d+ pv [a-h][1-8][a-h][1-8][qrbn]?")
 AB_INFO = re.compile(r"info depth \d+ seldepth \d+ score (cp|mate) -?\d+ nodes \d+ nps \d+ time \d+ pv( [a-h][1-8][a-h][1-8][qrbn]?)+")
 AB_ARGV = [sys.executable, "-m", "commands.main", "uci", "--player", "ab:material"]
 
@@ -934,12 +935,14 @@ def test_ab_infinite_and_ponder_wait_for_the_gui(ab_compiled) -> None:
         hit = time.monotonic()
         stdin.send("ponderhit")
         lines += stdout.read_until("bestmove", timeout=30)
-        assert time.monotonic() - hit < 5  # the budget, after the running iteration (the GIL caveat)
+        assert time.monotonic() - hit < 5  # pondered past its movetime: it answers at once
         infos = [line for line in lines if line.startswith("info depth")]
+        if CUT_SHORT.fullmatch(infos[-1]):  # the iteration the ponderhit stopped found a better move
+            infos = infos[:-1]
         for line in infos:
             assert AB_INFO.fullmatch(line), line
         depths = [int(line.split()[2]) for line in infos]
-        assert depths == list(range(1, len(depths) + 1))  # the restart prints only deeper iterations
+        assert depths == list(range(1, len(depths) + 1))  # one search, never restarted
         after = chess.Board()
         after.push_uci("e2e4")
         assert chess.Move.from_uci(lines[-1].split()[1]) in after.legal_moves

@@ -83,7 +83,9 @@ made. Every completed iteration prints (``multipv k`` only when ``MultiPV`` is a
 
     info depth D seldepth S [multipv k] score cp X|mate M nodes N nps R time T pv m1 m2 ...
 
-and ``bestmove`` is the best move of the deepest iteration (``ponder``: the second move of its PV).
+and ``bestmove`` is the best move of the deepest iteration (``ponder``: the second move of its PV),
+or the move of an iteration cut short by ``stop`` or the clock when it was fully searched and beat
+that one (then an ``info depth D+1 nodes N time T pv m`` line says so before the ``bestmove``).
 The compiled iterations run without the GIL and read a stop flag at every node, so ``stop``,
 ``isready`` and ``ponderhit`` are answered within milliseconds during any search: ``stop`` sets the
 flag (``AlphaBeta.abort``), ``ponderhit`` hands the running search the limits of its ``go``
@@ -110,14 +112,10 @@ from typing import TYPE_CHECKING, Any
 
 import chess
 import numpy as np
-import torch
 
 from alphazero import __version__
 from alphazero.board.game import terminal_status
 from alphazero.config import SearchConfig
-from alphazero.judge.players import resolve_network_path
-from alphazero.nets.evaluator import NetworkEvaluator
-from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.search.mcts import (
     MCTS,
     GameTree,
@@ -129,6 +127,8 @@ from alphazero.serve.uci_limits import ITERATION_SHARE, MAX_NODES, GoParams, Lim
 from alphazero.serve.uci_protocol import Option, OptionTable, format_info, format_info_string, format_score
 
 if TYPE_CHECKING:
+    from alphazero.nets.evaluator import NetworkEvaluator
+    from alphazero.nets.network import PolicyValueNet
     from alphazero.nets.nnue_file import QuantisedNNUE
     from alphazero.search.alphabeta import SearchInfo
 
@@ -290,6 +290,12 @@ class NetworkSearcher(Searcher):
     options = NETWORK_OPTIONS
 
     def __init__(self, network: PolicyValueNet | str | os.PathLike, device: str = "cpu") -> None:
+        import torch  # here, not at import: an ab: engine never loads torch (its uciok comes seconds sooner)
+
+        from alphazero.judge.players import resolve_network_path
+        from alphazero.nets.evaluator import NetworkEvaluator
+        from alphazero.nets.network import PolicyValueNet, load_network
+
         if not isinstance(network, PolicyValueNet):
             network = load_network(resolve_network_path(os.fspath(network)))
         self.evaluator = NetworkEvaluator(network, device=device)
@@ -306,6 +312,8 @@ class NetworkSearcher(Searcher):
 
     def apply(self, setting: str, value: Any) -> None:
         if setting == "threads":
+            import torch
+
             torch.set_num_threads(value)
 
     def new_game(self) -> None:
@@ -340,6 +348,8 @@ class NetworkSearcher(Searcher):
         return GameTree(board, seed=0), False
 
     def search(self, job: Job) -> tuple[chess.Move, chess.Move | None, list[str]]:
+        import torch
+
         torch.set_num_threads(job.settings["threads"])
         tree = job.state.tree
         board = tree.board
@@ -585,14 +595,23 @@ class AlphaBetaSearcher(Searcher):
                 planned_unbounded = False
                 self._retarget(job.snapshot())
 
+        reported: list[str] = []  # the first move of the last line printed
+
+        def on_line(info: SearchInfo) -> None:
+            reported[:] = info.pv[:1]
+            on_iteration(info)
+
         move, last = self.alphabeta.search(job.board, **self.plan(limits, time.monotonic()), multipv=multipv,
                                            searchmoves=job.searchmoves or None, mate=limits.params.mate,
-                                           on_iteration=on_iteration)
+                                           on_iteration=on_line)
+        lines = []
+        if reported and reported[0] != move.uci():  # a stopped iteration found a better move: say so
+            lines.append(format_info(depth=last.depth + 1, nodes=last.nodes, time=int(last.time_s * 1000), pv=[move]))
         job.wait_for_release()
         ponder = None
         if len(last.pv) >= 2 and last.pv[0] == move.uci():
             ponder = chess.Move.from_uci(last.pv[1])
-        return move, ponder, []
+        return move, ponder, lines
 
 
 # --------------------------------------------------------------------------------------------------

@@ -43,13 +43,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import chess
 
 from alphazero.errors import InputError
-from alphazero.judge.players import resolve_network_path
-from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.serve.searchers import Job, NetworkSearcher, Searcher, make_searcher
 from alphazero.serve.uci_protocol import (
     Debug,
@@ -68,6 +66,9 @@ from alphazero.serve.uci_protocol import (
     format_info_string,
     parse_line,
 )
+
+if TYPE_CHECKING:
+    from alphazero.nets.network import PolicyValueNet
 
 ENGINE_AUTHOR = "the alphazero-chess authors"
 DEVICES = ("cpu", "cuda", "auto")
@@ -351,6 +352,9 @@ def run_uci(
     A missing or unreadable network raises ``InputError`` (or ``RunStateError`` for a directory that
     holds no run) before anything is served, as does a ``device`` this machine does not have.
     """
+    from alphazero.judge.players import resolve_network_path  # torch loads only for a network
+    from alphazero.nets.network import load_network
+
     check_device(device)
     net = load_network(resolve_network_path(checkpoint_path))
     return UCIEngine(net, stdin, stdout, device=device).run()
