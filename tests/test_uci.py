@@ -788,6 +788,16 @@ def test_ponderhit_turns_into_timed_search(inproc) -> None:
     assert 0.4 <= time.monotonic() - hit < 5
 
 
+def test_network_engine_answers_go_mate_and_searchmoves(inproc) -> None:
+    """The tree search has neither: it says so and searches with its default limits, never forever."""
+    stdin, stdout = inproc
+    stdin.send(f"position fen {POSITIONS[2]}", "go mate 2 searchmoves e1g1")
+    reply = stdout.read_until("bestmove", timeout=60)
+    assert any("go mate is not supported" in line for line in reply)
+    assert any("go searchmoves is not supported" in line for line in reply)
+    assert chess.Move.from_uci(reply[-1].split()[1]) in chess.Board(POSITIONS[2]).legal_moves
+
+
 def test_setoption_values(inproc) -> None:
     stdin, stdout = inproc
     stdin.send("setoption name Nodes value 12", "setoption name CPuct value 2.5", "setoption name Threads value 1",

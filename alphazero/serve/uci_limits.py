@@ -190,8 +190,8 @@ class Limits:
         when the command sets no depth, nodes, time or ``infinite`` (also after a ``ponderhit``)."""
         times = time_limits(params, turn, move_overhead_ms)
         nodes = params.nodes
-        if nodes is None and params.depth is None and times is None and not params.infinite and params.mate is None:
-            nodes = default_nodes
+        if nodes is None and params.depth is None and times is None and not params.infinite:
+            nodes = default_nodes  # also with mate alone: a searcher without mate search needs an end
         limits = cls(params=params, turn=turn, move_overhead_ms=move_overhead_ms, clock_start=now,
                      depth=params.depth, nodes=nodes, soft_deadline=None, deadline=None,
                      infinite=params.infinite, ponder=params.ponder)
