@@ -1003,6 +1003,7 @@ NNUE_FILE = REPO / "docs" / "nets" / "nnue-all-128.npz"
 MORPHY = "kbK5/pp6/1P6/8/8/8/8/R7 w - - 0 1"  # mate in two: 1.Ra6
 LATENCY_GOAL_MS = 10  # what the engine is built for (docs/RESULTS.md has the figures)
 LATENCY_BOUND_MS = 250  # what a loaded two-core CI machine is held to
+BACKSTOP_S = 60  # python-chess waits without a deadline unless the limit has a time: with one it fails, not hangs
 
 
 def _engine_argv(which: str, network_path: Path) -> list[str]:
@@ -1052,7 +1053,7 @@ def test_stop_isready_and_ponderhit_answer_at_once_while_searching(
 
 def test_multipv_through_python_chess(ab_engine: chess.engine.SimpleEngine, engine: chess.engine.SimpleEngine) -> None:
     board = chess.Board(POSITIONS[2])
-    for client, limit in [(ab_engine, chess.engine.Limit(depth=4)), (engine, chess.engine.Limit(nodes=64))]:
+    for client, limit in [(ab_engine, chess.engine.Limit(depth=4, time=BACKSTOP_S)), (engine, chess.engine.Limit(nodes=64, time=BACKSTOP_S))]:
         lines = client.analyse(board, limit, multipv=3)
         assert len(lines) == 3
         firsts = [info["pv"][0] for info in lines]
@@ -1061,24 +1062,24 @@ def test_multipv_through_python_chess(ab_engine: chess.engine.SimpleEngine, engi
         for info in lines:
             assert_legal_line(board, info["pv"])
     # alpha-beta's lines come best first, and the first is the move it plays
-    lines = ab_engine.analyse(board, chess.engine.Limit(depth=4), multipv=3)
+    lines = ab_engine.analyse(board, chess.engine.Limit(depth=4, time=BACKSTOP_S), multipv=3)
     scores = [info["score"].relative.score(mate_score=100_000) for info in lines]
     assert scores == sorted(scores, reverse=True)
-    assert ab_engine.play(board, chess.engine.Limit(depth=4)).move == lines[0]["pv"][0]
+    assert ab_engine.play(board, chess.engine.Limit(depth=4, time=BACKSTOP_S)).move == lines[0]["pv"][0]
 
 
 def test_searchmoves_and_go_mate(ab_engine: chess.engine.SimpleEngine) -> None:
     board = chess.Board()
     allowed = [chess.Move.from_uci("a2a3"), chess.Move.from_uci("h2h3")]
-    assert ab_engine.play(board, chess.engine.Limit(depth=4), root_moves=allowed).move in allowed
-    info = ab_engine.analyse(board, chess.engine.Limit(depth=3), root_moves=allowed[1:])
+    assert ab_engine.play(board, chess.engine.Limit(depth=4, time=BACKSTOP_S), root_moves=allowed).move in allowed
+    info = ab_engine.analyse(board, chess.engine.Limit(depth=3, time=BACKSTOP_S), root_moves=allowed[1:])
     assert info["pv"][0] == allowed[1]
     # in a mate in one, searchmoves without the mating move must play another
     quiet = [chess.Move.from_uci("g1f1"), chess.Move.from_uci("h2h3")]
-    assert ab_engine.play(chess.Board(MATE_IN_ONE), chess.engine.Limit(depth=3), root_moves=quiet).move in quiet
+    assert ab_engine.play(chess.Board(MATE_IN_ONE), chess.engine.Limit(depth=3, time=BACKSTOP_S), root_moves=quiet).move in quiet
     # go mate 2 on Morphy's problem: the mate, and the search stops once it is proven
     started = time.monotonic()
-    info = ab_engine.analyse(chess.Board(MORPHY), chess.engine.Limit(mate=2))
+    info = ab_engine.analyse(chess.Board(MORPHY), chess.engine.Limit(mate=2, time=BACKSTOP_S))
     assert info["pv"][0] == chess.Move.from_uci("a1a6") and info["score"].relative.mate() == 2
     assert time.monotonic() - started < 20
 
