@@ -13,13 +13,14 @@ game on time. Games end by the rules (threefold and fifty moves claimed) or at `
     .venv/bin/python tools/uci_clock_match.py --games 20 --spec "ab:docs/nets/nnue-all-128.npz"
 
 The summary: games, losses on time, results, the least time left on any clock after a move and
-the longest single move, in seconds. ``tests/test_uci.py`` plays a few moves with ``play_game``.
+the longest single move, in seconds, and the machine's load average at the start and the end. ``tests/test_uci.py`` plays a few moves with ``play_game``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     engines = [chess.engine.SimpleEngine.popen_uci(engine_argv(args.spec), cwd=str(REPO), timeout=120)
                for _ in range(2)]
     summary: dict[str, Any] = {"spec": args.spec, "base": args.base, "inc": args.inc, "games": 0,
-                               "time_losses": 0, "results": {}, "min_left": args.base, "max_move": 0.0}
+                               "time_losses": 0, "results": {}, "min_left": args.base, "max_move": 0.0,
+                               "load_start": os.getloadavg()[0]}
     try:
         for index in range(args.games):
             first, second = (engines[0], engines[1]) if index % 2 == 0 else (engines[1], engines[0])
@@ -119,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 engine.quit()
             except Exception:
                 engine.close()
+    summary["load_end"] = os.getloadavg()[0]  # the machine's own load: stalls of a busy machine cost time too
     print(json.dumps({"summary": summary}), flush=True)
     return 1 if summary["time_losses"] else 0
 
