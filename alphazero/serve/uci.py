@@ -71,6 +71,10 @@ if TYPE_CHECKING:
     from alphazero.nets.network import PolicyValueNet
 
 ENGINE_AUTHOR = "the alphazero-chess authors"
+# Python's thread switch interval in an engine process (from 5 ms): a command that arrives while the
+# search thread runs Python (the tree search; alpha-beta between iterations) waits this long for the
+# GIL at most. A thread that does not ask for the GIL costs nothing.
+SWITCH_INTERVAL_S = 0.001
 DEVICES = ("cpu", "cuda", "auto")
 
 
@@ -357,6 +361,7 @@ def run_uci(
 
     check_device(device)
     net = load_network(resolve_network_path(checkpoint_path))
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     return UCIEngine(net, stdin, stdout, device=device).run()
 
 
@@ -373,4 +378,5 @@ def run_uci_player(
     """
     check_device(device)
     searcher = make_searcher(spec, device=device)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     return UCIEngine(searcher, stdin, stdout, device=device).run()
