@@ -16,9 +16,11 @@ STOCKFISH := /usr/games/stockfish
 BOOK := /usr/share/games/gnuchess/book.bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
-# numba's cache of every compiled kernel (alphazero.search.warmup): made once here, so a fresh clone's
-# first game or first UCI move loads machine code instead of compiling for close to a minute.
-$(VENV)/.numba-cache: $(BIN)/alphazero
+# numba's cache of every compiled kernel (alphazero.search.warmup): made here, so a fresh clone's first
+# game or first UCI move loads machine code instead of compiling for close to a minute; made again when
+# a module with kernels changes (a second or two for what is still cached).
+KERNEL_SOURCES := $(wildcard alphazero/board/*.py alphazero/nets/*.py alphazero/search/*.py alphazero/search/compiled/*.py)
+$(VENV)/.numba-cache: $(BIN)/alphazero $(KERNEL_SOURCES)
 	$(BIN)/python -m alphazero.search.warmup
 	touch $@
 
