@@ -16,8 +16,16 @@ STOCKFISH := /usr/games/stockfish
 BOOK := /usr/share/games/gnuchess/book.bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 
+# numba's cache of every compiled kernel (alphazero.search.warmup): made here, so a fresh clone's first
+# game or first UCI move loads machine code instead of compiling for close to a minute; made again when
+# a module with kernels changes (a second or two for what is still cached).
+KERNEL_SOURCES := $(wildcard alphazero/board/*.py alphazero/nets/*.py alphazero/search/*.py alphazero/search/compiled/*.py)
+$(VENV)/.numba-cache: $(BIN)/alphazero $(KERNEL_SOURCES)
+	$(BIN)/python -m alphazero.search.warmup
+	touch $@
+
 .PHONY: setup system-packages train test bench
-setup: $(BIN)/alphazero
+setup: $(BIN)/alphazero $(VENV)/.numba-cache
 
 # Installs them with apt-get when they are missing and it can (as root, or with sudo that needs no
 # password); otherwise says the one command to run, and stops.
@@ -30,10 +38,10 @@ system-packages:
 	       exit 2; }; \
 	fi
 
-train: $(BIN)/alphazero
+train: $(BIN)/alphazero $(VENV)/.numba-cache
 	$(BIN)/alphazero train --config configs/quickstart.yaml --run-dir checkpoints/quickstart-$$(date +%Y%m%d-%H%M%S)
 
-test: $(BIN)/alphazero system-packages
+test: $(BIN)/alphazero $(VENV)/.numba-cache system-packages
 	$(BIN)/ruff check alphazero workers commands tests tools
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q

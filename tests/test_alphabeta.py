@@ -230,3 +230,91 @@ def test_pesto_scores_a_position_and_its_colour_mirror_the_same_for_the_side_to_
         checked += 1
         scored += score != 0
     assert scored > 300  # real, unbalanced positions, not 400 copies of a symmetric one
+
+
+# --------------------------------------------------------------------------------------------------
+# What a UCI engine needs from another thread: abort, new limits; and MultiPV, searchmoves, mate N
+
+
+def _search_in_thread(engine, board, **limits):
+    import threading
+
+    done: dict = {}
+
+    def run():
+        done["result"] = engine.search(board, **limits)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, done
+
+
+def test_abort_from_another_thread_stops_at_once(search):
+    """The iteration kernel releases the GIL (this thread runs meanwhile) and reads the abort flag at
+    every node: an endless search stops within milliseconds, deep inside an iteration."""
+    search.clear()
+    search.reset_abort()
+    board = chess.Board(KIWIPETE)
+    thread, done = _search_in_thread(search, board, depth=60)
+    ticks, started = 0, time.monotonic()
+    while time.monotonic() - started < 0.3:  # this thread is not starved while the search runs
+        time.sleep(0.005)
+        ticks += 1
+    aborted = time.monotonic()
+    search.abort()
+    thread.join(timeout=10)
+    try:
+        assert not thread.is_alive() and time.monotonic() - aborted < 0.25 + 0.5  # goal: milliseconds
+        assert ticks >= 10
+        move, info = done["result"]
+        assert move in board.legal_moves and info.depth >= 2
+        # the flag stays set until reset: a search started after an abort stops at once
+        move, info = search.search(board, depth=60)
+        assert move in board.legal_moves and info.depth == 0
+    finally:
+        search.reset_abort()
+
+
+def test_retarget_sets_a_deadline_on_a_running_search(search):
+    """``ponderhit``: an unbounded search gets a hard deadline from another thread and keeps to it."""
+    search.clear()
+    search.reset_abort()
+    thread, done = _search_in_thread(search, chess.Board(KIWIPETE), depth=60)
+    time.sleep(0.2)
+    hit = time.monotonic()
+    search.retarget(deadline_ns=time.monotonic_ns() + 50_000_000)
+    thread.join(timeout=10)
+    assert not thread.is_alive() and time.monotonic() - hit < 0.05 + 0.5
+    assert done["result"][0] in chess.Board(KIWIPETE).legal_moves
+
+
+def test_multipv_lines_are_distinct_and_best_first(search):
+    search.clear()
+    board = chess.Board(KIWIPETE)
+    move, info = search.search(board, depth=4, multipv=3)
+    assert len(info.lines) == 3 and info.lines[0] is info
+    firsts = [line.pv[0] for line in info.lines]
+    assert len(set(firsts)) == 3 and move.uci() == firsts[0]
+    scores = [line.score_cp for line in info.lines]
+    assert scores == sorted(scores, reverse=True)
+    for line in info.lines:  # every line is a legal line
+        replay = board.copy()
+        for uci in line.pv:
+            replay.push_uci(uci)
+    _, one = search.search(board, depth=4)
+    assert len(one.lines) == 1
+
+
+def test_searchmoves_restrict_the_root(search):
+    quiet = [chess.Move.from_uci("g1f1"), chess.Move.from_uci("h2h3")]
+    move, info = _solve(search, "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1", depth=4, searchmoves=quiet)
+    assert move in quiet and info.mate is None  # Ra8# is not among them
+    move, _ = _solve(search, chess.STARTING_FEN, depth=3, searchmoves=quiet[1:], multipv=3)
+    assert move == quiet[1]  # MultiPV over one allowed move: one line
+    with pytest.raises(ValueError, match="searchmoves"):
+        _solve(search, chess.STARTING_FEN, depth=2, searchmoves=[chess.Move.from_uci("e2e5")])
+
+
+def test_mate_limit_stops_once_the_mate_is_proven(search):
+    move, info = _solve(search, "kbK5/pp6/1P6/8/8/8/8/R7 w - - 0 1", depth=30, mate=2)
+    assert move.uci() == "a1a6" and info.mate == 2 and info.depth <= 8

@@ -117,3 +117,30 @@ def test_an_unwritable_pgn_path_stops_before_the_first_move(where, monkeypatch, 
     assert captured.out == ""  # no board, no prompt, no move
     assert typed.read() == "d4\nquit\n"  # nothing was read from the player
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_play_any_player_spec(monkeypatch, capsys, tmp_path) -> None:
+    """``--player SPEC`` plays any player, alpha-beta included; ``--checkpoint`` and ``--player`` are
+    one or the other; a bad spec is one line and exit 2 before the first move."""
+    pgn = tmp_path / "ab.pgn"
+    # Scholar's mate, with the alpha-beta player to move as Black after each of ours
+    monkeypatch.setattr(sys, "stdin", io.StringIO("e4\nBc4\nQh5\nquit\n"))
+    assert main(["play", "--player", "ab:material?depth=3", "--pgn", str(pgn)]) == 0
+    out = capsys.readouterr().out
+    assert "against ab:material?depth=3" in out and "ab:material?depth=3 plays" in out
+    game = chess.pgn.read_game(io.StringIO(pgn.read_text()))
+    moves = [move.uci() for move in game.mainline_moves()]
+    assert len(moves) == 6 and moves[0] == "e2e4" and game.headers["Black"] == "ab:material?depth=3"
+    board = chess.Board()
+    for move in moves:
+        assert chess.Move.from_uci(move) in board.legal_moves
+        board.push_uci(move)
+    threat = chess.Move.from_uci("h5f7")  # Qxf7#, unless Black's last move saw it coming
+    if threat in board.legal_moves:
+        board.push(threat)
+        assert not board.is_checkmate(), moves
+    monkeypatch.setattr(sys, "stdin", io.StringIO("quit\n"))
+    assert main(["play", "--player", "ab:nonsense", "--pgn", str(tmp_path / "x.pgn")]) == 2
+    assert "unknown evaluation 'nonsense'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["play", "--player", "greedy", "--checkpoint", "net.pt"])

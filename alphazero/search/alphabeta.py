@@ -23,14 +23,21 @@ or an entry from an earlier search), the second always-replace (takes what the f
 A TT move is only ever used to order the legal moves just generated, so a wrong one cannot be played.
 
 Scratch arrays (owned by ``AlphaBeta``, reused across searches), ``P = MAX_PLY``:
-``moves`` / ``order`` [P, MAX_MOVES] int32 (move lists and their ordering scores per ply),
+``moves`` [P + 1, MAX_MOVES] int32 (move lists per ply; row ``ROOT_ROW`` = P lists the root moves
+the search may play, ``info[I_ROOT_MOVES]`` of them, 0 meaning all: ``searchmoves`` and the lines of
+MultiPV after the first), ``order`` [P, MAX_MOVES] int32 (their ordering scores),
 ``pv`` [P, P] int32 and ``pv_len`` [P] int64 (triangular principal variation), ``killers`` [P, 2]
 int32, ``history`` [2, 64, 64] int32 (side, from, to), ``info`` [INFO_SIZE] int64 (counters, limits,
 options; ``I_*`` below).
 
 Stops: on depth (the driver's loop), on nodes (checked at every node), on time (``monotonic_ns``
-against the deadline in ``info`` every 1024 nodes, inside compiled code). A stopped iteration's
-score is discarded; its best root move is kept only if it was fully searched and beat the previous.
+against the deadline in ``info`` every 1024 nodes, inside compiled code), and on ``info[I_ABORT]``
+(read at every node), which another thread sets (``AlphaBeta.abort``). ``search_iteration``, where
+a search spends its time, releases the GIL (``nogil=True``), so while it runs the rest of the process
+(a UCI command loop) goes on, and may write ``I_ABORT``, ``I_DEADLINE`` or ``I_NODE_LIMIT`` of the
+running search's ``info`` (aligned int64 stores, read back at the next node or clock check). Neither
+the flag nor the GIL costs speed: ``ab_nodes_per_s`` is unchanged (docs/RESULTS.md). A stopped iteration's score is discarded; its best root move is kept only if it was
+fully searched and beat the previous.
 """
 
 from __future__ import annotations
@@ -66,7 +73,7 @@ from alphazero.board.kernel import (
     unmake_move,
     unmake_null,
 )
-from alphazero.board.position import Position, move_to_chess
+from alphazero.board.position import Position, move_from_chess, move_to_chess
 from alphazero.nets.nnue_file import FloatNNUE, QuantisedNNUE, load_nnue, quantise
 from alphazero.search.evals import EVAL_NNUE, EVALS, eval_root, evaluate, material_state
 from alphazero.search.nnue_eval import new_scratch, pack
@@ -76,8 +83,10 @@ MATE = 32000
 INF = 32001
 MATE_BOUND = MATE - MAX_PLY
 
-I_NODES, I_NODE_LIMIT, I_DEADLINE, I_STOPPED, I_SELDEPTH, I_AGE, I_OPTIONS, I_EVAL, I_QNODES = range(9)
+(I_NODES, I_NODE_LIMIT, I_DEADLINE, I_STOPPED, I_SELDEPTH, I_AGE, I_OPTIONS, I_EVAL, I_QNODES, I_ABORT,
+ I_ROOT_MOVES) = range(11)
 INFO_SIZE = 16
+ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
 OPT_NULL_MOVE, OPT_LMR = 1, 2
 
 BOUND_UPPER, BOUND_LOWER, BOUND_EXACT = 1, 2, 3
@@ -176,9 +185,12 @@ def _from_tt(score, ply):
 
 @njit(cache=True)
 def _poll(info):
-    """Count a node; set ``I_STOPPED`` on the node limit or (every 1024 nodes) the deadline.
+    """Count a node; set ``I_STOPPED`` on an abort, the node limit or (every 1024 nodes) the deadline.
     Once stopped, nothing more is counted, so a node limit is never exceeded."""
     if info[I_STOPPED]:
+        return True
+    if info[I_ABORT]:
+        info[I_STOPPED] = 1
         return True
     nodes = info[I_NODES] + 1
     info[I_NODES] = nodes
@@ -359,6 +371,9 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         return -MATE + ply if checked else 0
     if not root and st[ST_HALFMOVE] >= 100:
         return 0  # fifty moves (checkmate, tested above, takes precedence)
+    restricted = root and info[I_ROOT_MOVES] > 0
+    if restricted:
+        n = _keep_allowed(moves[ply], n, moves[ROOT_ROW], info[I_ROOT_MOVES])
     row_moves = moves[ply]
     row_order = order[ply]
     _score_moves(sq, st, row_moves, row_order, n, hash_move, killers, history, ply)
@@ -426,11 +441,26 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
     else:
         bound = BOUND_UPPER
         best_move = hash_move  # a fail-low's "best" move is noise; keep the known one
-    tt_store(tt, key, best_move, _to_tt(best, ply), depth, bound, age)
+    if not restricted:  # a score over some root moves only is not the position's
+        tt_store(tt, key, best_move, _to_tt(best, ply), depth, bound, age)
     return best
 
 
 @njit(cache=True)
+def _keep_allowed(row, n, allowed, count):
+    """Keep in ``row[:n]`` only the moves listed in ``allowed[:count]`` (order kept); how many."""
+    kept = 0
+    for i in range(n):
+        move = row[i]
+        for j in range(count):
+            if allowed[j] == move:
+                row[kept] = move
+                kept += 1
+                break
+    return kept
+
+
+@njit(cache=True, nogil=True)
 def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info, params,
                      acc, depth, previous, window):
     """One iteration of iterative deepening from the root: an aspiration window of ``window``
@@ -465,7 +495,8 @@ def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history,
 @dataclass
 class SearchInfo:
     """What one search found, for ``info`` lines and logs. ``score_cp`` is None when ``mate`` is set
-    (moves to mate, negative when the side to move is being mated)."""
+    (moves to mate, negative when the side to move is being mated). ``lines`` holds every line of a
+    MultiPV search, best first (the first is this line itself; a plain search has that one)."""
 
     depth: int = 0
     seldepth: int = 0
@@ -474,6 +505,7 @@ class SearchInfo:
     nodes: int = 0
     time_s: float = 0.0
     pv: list[str] = field(default_factory=list)
+    lines: list[SearchInfo] = field(default_factory=list)
 
     @property
     def nps(self) -> int:
@@ -500,9 +532,14 @@ class AlphaBeta:
 
     ``evaluation``: a name in ``EVALS`` (``"material"``), the path of an NNUE file
     (``alphazero.nets.nnue_file``; ``InputError`` if it is missing or of another kind), or a
-    ``FloatNNUE`` (quantised here) or ``QuantisedNNUE``. ``search`` is single-threaded and holds no
-    Python objects in the loop; one instance serves one thread. ``tt_mb`` sizes the table (rounded
-    down to a power of two buckets)."""
+    ``FloatNNUE`` (quantised here) or ``QuantisedNNUE``. ``search`` holds no Python objects in the
+    loop and runs the compiled iterations without the GIL; one search runs at a time. ``tt_mb`` sizes
+    the table (rounded down to a power of two buckets); the table's pages are written here, so a large
+    table costs its time now rather than in the first search.
+
+    From another thread, while ``search`` runs: ``abort`` (stop at the next node; the flag stays set
+    until ``reset_abort``, so an abort that comes before the search starts is not lost) and
+    ``retarget`` (new depth, node and time limits: a ``ponderhit``)."""
 
     def __init__(self, evaluation: str | FloatNNUE | QuantisedNNUE = "material", tt_mb: float = 16,
                  null_move: bool = True, lmr: bool = True, window: int = 30) -> None:
@@ -524,9 +561,8 @@ class AlphaBeta:
             self.info[I_EVAL] = EVAL_NNUE
             self.params = pack(net)  # (header int64 [H], weights int16 [W])
             self.acc = new_scratch(net.l1, net.features.max_active, MAX_PLY)  # rows, lists, row_keys by ply; eval cache
-        buckets = 1 << max(1, int(math.log2(max(tt_mb, 0.001) * 2**20 / 32)))
-        self.tt = np.zeros((2 * buckets, 2), np.uint64)  # [2B, 2] key, packed entry
-        self.moves = np.zeros((MAX_PLY, K.MAX_MOVES), np.int32)  # [P, 256]
+        self.tt = self._new_table(tt_mb)  # [2B, 2] key, packed entry
+        self.moves = np.zeros((MAX_PLY + 1, K.MAX_MOVES), np.int32)  # [P + 1, 256], the last row the root filter
         self.order = np.zeros((MAX_PLY, K.MAX_MOVES), np.int32)  # [P, 256]
         self.pv = np.zeros((MAX_PLY, MAX_PLY), np.int32)  # [P, P]
         self.pv_len = np.zeros(MAX_PLY, np.int64)  # [P]
@@ -535,6 +571,24 @@ class AlphaBeta:
         self.info[I_OPTIONS] = (OPT_NULL_MOVE if null_move else 0) | (OPT_LMR if lmr else 0)
         self.window = window
         self.last_info = SearchInfo()
+        self._max_depth = MAX_PLY - 8
+        self._soft_deadline_ns = 0  # no new iteration starts after it (0: none)
+
+    @staticmethod
+    def _new_table(tt_mb: float) -> np.ndarray:
+        buckets = 1 << max(1, int(math.log2(max(tt_mb, 0.001) * 2**20 / 32)))
+        table = np.empty((2 * buckets, 2), np.uint64)
+        table.fill(0)  # touch every page now (np.zeros would leave that to the search)
+        return table
+
+    def resize(self, tt_mb: float) -> None:
+        """A new, empty table of ``tt_mb`` MB (not while a search runs)."""
+        self.tt = np.empty((0, 2), np.uint64)  # let the old table go before the new one is written
+        self.tt = self._new_table(tt_mb)
+
+    @property
+    def table_mb(self) -> float:
+        return self.tt.nbytes / 2**20
 
     def clear(self) -> None:
         """Forget everything learnt (a new game)."""
@@ -543,30 +597,61 @@ class AlphaBeta:
         self.killers[:] = 0
         self.acc[3][:] = 0  # the evaluation cache (nnue_eval): a new game measures from empty tables
 
+    def abort(self) -> None:
+        """Stop the running search at its next node (safe from any thread); also stops every later
+        search at once until ``reset_abort``."""
+        self.info[I_ABORT] = 1
+
+    def reset_abort(self) -> None:
+        self.info[I_ABORT] = 0
+
+    def retarget(self, depth: int | None = None, nodes: int | None = None, deadline_ns: int | None = None,
+                 soft_deadline_ns: int | None = None) -> None:
+        """New limits for the running search (safe from another thread): ``depth`` (iterations),
+        ``nodes`` (counted from the search's start), ``deadline_ns`` (hard: the search stops there,
+        inside an iteration) and ``soft_deadline_ns`` (no new iteration starts after it), both
+        ``time.monotonic_ns`` readings; ``None`` lifts a limit."""
+        self._max_depth = min(depth or MAX_PLY - 8, MAX_PLY - 8)
+        self._soft_deadline_ns = soft_deadline_ns or 0
+        self.info[I_NODE_LIMIT] = nodes if nodes else np.iinfo(np.int64).max
+        self.info[I_DEADLINE] = deadline_ns or 0
+
     def search(self, position: Position | chess.Board, depth: int | None = None, nodes: int | None = None,
-               movetime_ms: float | None = None,
-               on_iteration: Callable[[SearchInfo], None] | None = None) -> tuple[chess.Move, SearchInfo]:
+               movetime_ms: float | None = None, on_iteration: Callable[[SearchInfo], None] | None = None,
+               soft_ms: float | None = None, multipv: int = 1, searchmoves: list[chess.Move] | None = None,
+               mate: int | None = None) -> tuple[chess.Move, SearchInfo]:
         """Deepen until ``depth``, ``nodes`` or ``movetime_ms`` runs out (no limit: depth 6).
 
-        Returns the best move and the info of the last completed iteration; ``on_iteration`` gets
-        each iteration's info as it completes. ``ValueError`` if the position has no legal move.
+        ``movetime_ms`` is the hard limit (checked inside an iteration); no iteration starts after
+        ``soft_ms`` (default: 0.6 of ``movetime_ms``, as the next one would most likely not finish).
+        ``multipv`` K searches the K best root moves as separate lines (each iteration searches the
+        best line, then the best line without the moves of the lines before it, ...); ``searchmoves``
+        restricts the root to those moves; ``mate`` N stops once the best line mates in N moves or
+        fewer. Returns the best move and the info of the last completed iteration (its ``lines`` the
+        K lines, best first); ``on_iteration`` gets each iteration's info as it completes.
+        ``ValueError`` if the position has no legal move (or none of ``searchmoves`` is legal).
         """
         if isinstance(position, chess.Board):
             position = Position.from_board(position)
         else:
             position = position.copy()
         root_moves = position.legal_moves()
+        if searchmoves:
+            wanted = {move_from_chess(move) for move in searchmoves}
+            root_moves = np.array([m for m in root_moves if int(m) in wanted], np.int32)
         if len(root_moves) == 0:
-            raise ValueError(f"no legal move in {position.fen()}")
+            raise ValueError(f"no legal move in {position.fen()}" + (" among searchmoves" if searchmoves else ""))
         if depth is None and nodes is None and movetime_ms is None:
             depth = 6
-        max_depth = min(depth or MAX_PLY - 8, MAX_PLY - 8)
+        multipv = max(1, min(multipv, len(root_moves)))
         started = time.monotonic_ns()
+        if soft_ms is None and movetime_ms:
+            soft_ms = 0.6 * movetime_ms
+        self.retarget(depth, nodes, started + int(movetime_ms * 1e6) if movetime_ms else None,
+                      started + int(soft_ms * 1e6) if soft_ms else None)
         info = self.info
         info[I_NODES] = 0
         info[I_QNODES] = 0
-        info[I_NODE_LIMIT] = nodes if nodes else np.iinfo(np.int64).max
-        info[I_DEADLINE] = started + int(movetime_ms * 1e6) if movetime_ms else 0
         info[I_STOPPED] = 0
         info[I_AGE] = (info[I_AGE] + 1) & 255
         self.killers[:] = 0
@@ -576,31 +661,58 @@ class AlphaBeta:
 
         best_move = int(root_moves[0])
         result = SearchInfo()
-        score = 0
-        for iteration in range(1, max_depth + 1):
-            info[I_SELDEPTH] = 0
-            score = search_iteration(p.bb, p.sq, p.st, p.keys, p.undo, self.moves, self.order, self.tt,
-                                     self.killers, self.history, self.pv, self.pv_len, info, self.params,
-                                     self.acc, iteration, score, self.window)
-            elapsed = (time.monotonic_ns() - started) / 1e9
-            if info[I_STOPPED]:
-                if self.pv_len[0] > 0:  # a root move fully searched and better than the last best
-                    best_move = int(self.pv[0, 0])
-                    if result.pv and result.pv[0] != move_to_chess(best_move).uci():
-                        result.pv = [move_to_chess(best_move).uci()]
-                break
-            best_move = int(self.pv[0, 0])
-            cp, mate = score_to_uci(int(score))
-            result = SearchInfo(depth=iteration, seldepth=int(info[I_SELDEPTH]), score_cp=cp, mate=mate,
-                                nodes=int(info[I_NODES]), time_s=elapsed,
-                                pv=[move_to_chess(m).uci() for m in self.pv[0, :self.pv_len[0]]])
-            if on_iteration is not None:
-                on_iteration(result)
-            if movetime_ms and elapsed * 1000 > 0.6 * movetime_ms:
-                break  # the next iteration would most likely not finish
-            if mate is not None and iteration >= 2 * abs(mate) + 1:
-                break  # a mate no deeper search can shorten
+        scores = [0] * multipv  # last iteration's score of each line, the centre of its window
+        iteration = 0
+        try:
+            while iteration < self._max_depth:
+                iteration += 1
+                lines: list[tuple[int, list[int], int]] = []  # (score, pv, seldepth)
+                for k in range(multipv):
+                    excluded = {line[1][0] for line in lines}
+                    allowed = [int(m) for m in root_moves if int(m) not in excluded]
+                    self.moves[ROOT_ROW, :len(allowed)] = allowed
+                    info[I_ROOT_MOVES] = len(allowed) if (searchmoves or k > 0) else 0
+                    info[I_SELDEPTH] = 0
+                    score = search_iteration(p.bb, p.sq, p.st, p.keys, p.undo, self.moves, self.order, self.tt,
+                                             self.killers, self.history, self.pv, self.pv_len, info, self.params,
+                                             self.acc, iteration, scores[k], self.window)
+                    if info[I_STOPPED]:
+                        break
+                    lines.append((int(score), [int(m) for m in self.pv[0, :self.pv_len[0]]], int(info[I_SELDEPTH])))
+                if info[I_STOPPED]:
+                    # Keep a deeper best move when this iteration fully searched it: the first line
+                    # done, or (stopped inside the first) a root move that beat the last best.
+                    deeper = lines[0][1][0] if lines else int(self.pv[0, 0]) if self.pv_len[0] > 0 else None
+                    if deeper is not None:
+                        best_move = deeper
+                        if result.pv and result.pv[0] != move_to_chess(best_move).uci():
+                            result.pv = [move_to_chess(best_move).uci()]
+                            result.lines = [result, *result.lines[1:]]
+                    break
+                lines.sort(key=lambda line: -line[0])  # a later line can beat an earlier one's window
+                scores = [line[0] for line in lines] + scores[len(lines):]
+                elapsed = (time.monotonic_ns() - started) / 1e9
+                infos = []
+                for score, pv, seldepth in lines:
+                    cp, mate_in = score_to_uci(score)
+                    infos.append(SearchInfo(depth=iteration, seldepth=seldepth, score_cp=cp, mate=mate_in,
+                                            nodes=int(info[I_NODES]), time_s=elapsed,
+                                            pv=[move_to_chess(m).uci() for m in pv]))
+                result = infos[0]
+                result.lines = infos
+                best_move = lines[0][1][0]
+                if on_iteration is not None:
+                    on_iteration(result)
+                if self._soft_deadline_ns and time.monotonic_ns() >= self._soft_deadline_ns:
+                    break  # the next iteration would most likely not finish
+                if result.mate is not None and result.mate > 0 and mate is not None and result.mate <= mate:
+                    break  # the mate asked for
+                if multipv == 1 and result.mate is not None and iteration >= 2 * abs(result.mate) + 1:
+                    break  # a mate no deeper search can shorten
+        finally:
+            info[I_ROOT_MOVES] = 0
         result.nodes = int(info[I_NODES])
         result.time_s = (time.monotonic_ns() - started) / 1e9
         self.last_info = result
         return move_to_chess(best_move), result
+

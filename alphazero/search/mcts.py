@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import chess
 import numpy as np
@@ -259,8 +259,12 @@ class MCTS:
         add_noise: bool | Sequence[bool] = False,
         temperature: float | Sequence[float] = 0.0,
         num_simulations: int | Sequence[int] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> list[SearchResult]:
         """Run ``num_simulations`` (one budget, or one per tree) new simulations in every tree.
+
+        ``should_stop`` (a UCI engine's stop flag) is asked after every network call: when it says
+        yes, the simulations not yet begun are dropped and the trees are returned as they stand.
 
         The network sees all games' leaves per call. ``add_noise``: PUCT mixes Dirichlet noise into
         each root's priors, Gumbel draws the root's Gumbel variables (without it they are 0 and the
@@ -322,6 +326,8 @@ class MCTS:
                     leaf.expand(leaf_priors, float(value))
                     self._backup(leaf, path, float(value))
             active = [i for i in active if remaining[i] > 0]
+            if should_stop is not None and should_stop():
+                break
         return [self._result(tree, temp) for tree, temp in zip(trees, temperatures)]
 
     # -- internals ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The ``alphazero play`` command's work: a person plays a network through text streams.
+"""The ``alphazero play`` command's work: a person plays a network, or any player spec, through text streams.
 
 Owns the board drawing, the parsing of a typed move (SAN or UCI) with the reason an illegal one is
 refused, and the game loop that saves the game as PGN (its path checked before the first move,
@@ -124,37 +124,48 @@ def parse_human_move(board: chess.Board, text: str) -> chess.Move:
 HELP = "Type a move in SAN (Nf3, exd5, O-O, e8=Q) or UCI (g1f3, e7e8q); 'board' redraws, 'quit' or 'resign' ends."
 
 
-def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: int = 100,
+def play_human(checkpoint: str | None = None, human_color: chess.Color = chess.WHITE, sims: int = 100,
                pgn_path: str | Path | None = None, unicode: bool = False, stdin: TextIO | None = None,
-               stdout: TextIO | None = None) -> dict[str, Any]:
-    """A person plays the network (``mcts`` with ``sims`` simulations) through text streams.
+               stdout: TextIO | None = None, player: str | None = None) -> dict[str, Any]:
+    """A person plays the network at ``checkpoint`` (``mcts`` with ``sims`` simulations), or the
+    player ``player`` (any spec of ``alphazero.judge.players``: ``ab:material?movetime=500``,
+    ``uci:...``, ``greedy``), through text streams.
 
     Reads one line per move from ``stdin`` (no terminal needed); an illegal or ambiguous move is
     asked again with the reason; ``quit``, ``resign`` or end of input stops. The game is saved as
     PGN at the end (``pgn_path``, default ``game-YYYYmmdd-HHMMSS.pgn`` in the current directory). A
     ``pgn_path`` that could not be written (a directory, a path under a file, a folder this process may
     not write to) is an ``InputError`` before the network is loaded or a move is asked for, as are
-    ``sims < 1`` and a missing network.
+    ``sims < 1``, a missing network, a bad spec, and neither or both of ``checkpoint`` and ``player``.
     """
     from alphazero.config import SearchConfig
-    from alphazero.judge.players import MCTSPlayer, resolve_network_path
+    from alphazero.judge.players import MCTSPlayer, make_player, resolve_network_path
     from alphazero.nets.network import load_network
 
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    if (checkpoint is None) == (player is None):
+        raise InputError("give exactly one of --checkpoint and --player")
     if sims < 1:
         raise InputError(f"--sims must be positive, got {sims}")
     pgn_path = output_file(pgn_path if pgn_path is not None else f"game-{time.strftime('%Y%m%d-%H%M%S')}.pgn", "--pgn")
-    network_path = resolve_network_path(checkpoint)
-    opponent = MCTSPlayer(load_network(network_path), SearchConfig(num_simulations=sims),
-                          name=f"alphazero ({network_path.name}, {sims} sims)")
+    opponent: Any
+    if player is not None:
+        opponent = make_player(player)
+        opponent_name = player.strip()
+    else:
+        assert checkpoint is not None
+        network_path = resolve_network_path(checkpoint)
+        opponent = MCTSPlayer(load_network(network_path), SearchConfig(num_simulations=sims),
+                              name=f"alphazero ({network_path.name}, {sims} sims)")
+        opponent_name = opponent.name
     board = chess.Board()
     human_name = "human"
 
     def say(text: str = "") -> None:
         print(text, file=stdout, flush=True)
 
-    say(f"You play {'White' if human_color == chess.WHITE else 'Black'} against {opponent.name}. {HELP}")
+    say(f"You play {'White' if human_color == chess.WHITE else 'Black'} against {opponent_name}. {HELP}")
     result, termination = "*", "abandoned"
     shown = -1  # ply count of the position last drawn: the board is redrawn only when it changed
     while True:
@@ -168,7 +179,7 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
             break
         if board.turn != human_color:
             move = opponent.choose_moves([board])[0]
-            say(f"{opponent.name} plays {board.san(move)} ({move.uci()})")
+            say(f"{opponent_name} plays {board.san(move)} ({move.uci()})")
             board.push(move)
             continue
         if shown != len(board.move_stack):
@@ -205,7 +216,7 @@ def play_human(checkpoint: str, human_color: chess.Color = chess.WHITE, sims: in
             continue
         say(f"You play {board.san(move)} ({move.uci()})")
         board.push(move)
-    white, black = (human_name, opponent.name) if human_color == chess.WHITE else (opponent.name, human_name)
+    white, black = (human_name, opponent_name) if human_color == chess.WHITE else (opponent_name, human_name)
     headers = {"Event": "alphazero play", "Site": "local", "Date": time.strftime("%Y.%m.%d"), "Round": "1",
                "White": white, "Black": black, "Result": result, "Termination": termination}
     atomic_write_text(pgn_path, game_pgn(board, headers) + "\n")

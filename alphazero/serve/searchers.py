@@ -14,26 +14,39 @@ Options
 
 Each engine kind announces its own table (declared once each below, ``OptionTable``):
 
-================ ======== ======== ============ =================================================
-name             type     default  engines      meaning
-================ ======== ======== ============ =================================================
-``Nodes``        spin     400      network      simulations of a ``go`` with no limit at all
-``CPuct``        string   1.25     network      PUCT exploration constant (a float; UCI has no float type)
-``Threads``      spin     1        network      torch intra-op threads
-``Hash``         spin     16       ab           transposition table, MB (default: the spec's ``hash``)
-``MoveOverhead`` spin     50       network, ab  milliseconds kept back from every timed search
-``Ponder``       check    false    all          accepted (pondering works whenever the GUI sends ``go ponder``)
-================ ======== ======== ============ =================================================
+================= ======== ======== ============ =================================================
+name              type     default  engines      meaning
+================= ======== ======== ============ =================================================
+``Nodes``         spin     400      network      simulations of a ``go`` with no limit at all
+``CPuct``         string   1.25     network      PUCT exploration constant (a float; UCI has no float type)
+``Threads``       spin     1        network      torch intra-op threads
+``Hash``          spin     16       ab           transposition table, MB (default: the spec's ``hash``)
+``MultiPV``       spin     1        network, ab  lines reported (``info ... multipv K``), best first
+``Move Overhead`` spin     50       network, ab  milliseconds kept back from every timed search
+``Ponder``        check    false    all          accepted (pondering works whenever the GUI sends ``go ponder``)
+================= ======== ======== ============ =================================================
 
 Names GUIs send unasked (``Hash``, ``Threads``, ``UCI_AnalyseMode``, ``UCI_ShowWDL`` where the engine
-has no such option) are accepted and ignored; ``MoveOverhead`` is also accepted as ``Move Overhead``.
-Any other name gets an ``info string``.
+has no such option) are accepted and ignored; option names match without spaces and case
+(``MoveOverhead`` is ``Move Overhead``). Any other name gets an ``info string``. ``Threads`` of an
+``ab:`` engine is accepted and ignored: it searches on one thread (Lazy SMP did not pay on two
+shared cores; docs/RESULTS.md).
+
+Before ``readyok``
+==================
+
+``ready`` (the engine calls it at ``isready``, ``setoption`` and ``ucinewgame``, and before a ``go``,
+whenever no search runs) does what would otherwise land in the first search: an ``ab:`` engine
+allocates and writes a new ``Hash`` table there, clears the table after ``ucinewgame`` and, the
+first time, searches the start position to depth 2 on a scratch table, which loads (or, with no
+cache, compiles) the numba kernels.
 
 The network engine (``--checkpoint``): tree search
 ===================================================
 
 The search thread calls ``MCTS.search`` on one ``GameTree`` in chunks of simulations sized to take
-about 50 ms each and checks its limits and the stop flag between chunks (``Limits.reached``). Limits as
+about 50 ms each and checks its limits between chunks (``Limits.reached``, the soft deadline); the
+stop flag and a ``ponderhit`` are also read after every network call inside a chunk. Limits as
 in ``alphazero.serve.uci_limits``; ``nodes`` counts new simulations (a reused subtree's earlier visits do
 not count), ``depth D`` maps to ``depth_to_nodes(D) = 2 ** (D + 3)`` simulations, a timed search always
 runs at least ``MIN_SIMULATIONS`` simulations, and with no limit at all it runs ``Nodes``. The tree
@@ -48,7 +61,9 @@ While searching it prints, about every ``INFO_INTERVAL`` seconds and once more b
 at least 1; ``seldepth`` is the deepest ply the search handed to the network; ``nodes`` counts this
 search's simulations; ``score cp`` is ``value_to_centipawns`` of the root's mean value (side to move's
 view), or ``score mate K`` when the principal variation ends in checkmate and the root value agrees
-on who wins. ``bestmove`` is the most visited root move (ties go to the higher prior), with
+on who wins. With ``MultiPV`` K above 1 the final report has K lines, ``multipv k`` the root move
+with the k-th most visits, its score from its own mean value. ``searchmoves`` and ``mate`` are not
+supported by the tree search (an ``info string`` says so; the rest of the ``go`` is obeyed). ``bestmove`` is the most visited root move (ties go to the higher prior), with
 ``ponder`` the reply the principal variation expects; if no simulation finished (``stop`` came first)
 it is the highest-prior move. A position already drawn by rule (insufficient material, fifty moves,
 threefold repetition) but with legal moves gets the raw policy's move.
@@ -60,20 +75,22 @@ plus moves, the subtree under those moves becomes the new root (``debug on`` rep
 =====================================
 
 ``AlphaBeta.search`` (compiled, iterative deepening) with ``go depth`` as its depth, ``go nodes`` as
-its node limit and the time budget as its move time (``depth``/``nodes``/``movetime`` of the spec
-apply to a ``go`` with no limit; ``hash`` sizes the table). An NNUE file named by the spec is read
-once, when the searcher is made. Every completed iteration prints::
+its node limit, the soft and hard time limits of ``alphazero.serve.uci_limits`` (no iteration starts
+after ``ITERATION_SHARE`` of the soft limit; the hard one aborts the running iteration), ``MultiPV``,
+``searchmoves`` and ``mate`` (``depth``/``nodes``/``movetime`` of the spec apply to a ``go`` with no
+limit; ``hash`` sizes the table). An NNUE file named by the spec is read once, when the searcher is
+made. Every completed iteration prints (``multipv k`` only when ``MultiPV`` is above 1, one line each)::
 
-    info depth D seldepth S score cp X|mate M nodes N nps R time T pv m1 m2 ...
+    info depth D seldepth S [multipv k] score cp X|mate M nodes N nps R time T pv m1 m2 ...
 
-and ``bestmove`` is the best move of the deepest iteration (``ponder``: the second move of its PV).
-Node and time limits are checked inside the compiled search. ``infinite`` and ``ponder`` search to
-the maximum depth; ``stop`` is checked between iterations, and ``ponderhit`` restarts the search
-with the limits of the ``go`` (the transposition table makes the restart cheap; only deeper
-iterations are printed again). **Caveat**: the compiled search holds Python's GIL, so while one
-iteration runs the engine reads no command: ``stop``, ``ponderhit`` and ``isready`` take effect
-when the running iteration finishes (milliseconds at shallow depths, seconds at depth 10-12). A
-timed search is not affected: its deadline is checked inside the compiled code.
+and ``bestmove`` is the best move of the deepest iteration (``ponder``: the second move of its PV),
+or the move of an iteration cut short by ``stop`` or the clock when it was fully searched and beat
+that one (then an ``info depth D+1 nodes N time T pv m`` line says so before the ``bestmove``).
+The compiled iterations run without the GIL and read a stop flag at every node, so ``stop``,
+``isready`` and ``ponderhit`` are answered within milliseconds during any search: ``stop`` sets the
+flag (``AlphaBeta.abort``), ``ponderhit`` hands the running search the limits of its ``go``
+(``AlphaBeta.retarget``: it goes on from where it is, under the new depth, node and time limits).
+``infinite`` and ``ponder`` search to the maximum depth, then wait for ``stop`` / ``ponderhit``.
 
 ``--player SPEC`` (any other spec: ``random``, ``greedy``, ``uci:...``, ``mcts:...``, ``policy:...``)
 ========================================================================================================
@@ -95,14 +112,10 @@ from typing import TYPE_CHECKING, Any
 
 import chess
 import numpy as np
-import torch
 
 from alphazero import __version__
 from alphazero.board.game import terminal_status
 from alphazero.config import SearchConfig
-from alphazero.judge.players import resolve_network_path
-from alphazero.nets.evaluator import NetworkEvaluator
-from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.search.mcts import (
     MCTS,
     GameTree,
@@ -110,10 +123,12 @@ from alphazero.search.mcts import (
     principal_variation,
     value_to_centipawns,
 )
-from alphazero.serve.uci_limits import MAX_NODES, GoParams, Limits, depth_to_nodes
+from alphazero.serve.uci_limits import ITERATION_SHARE, MAX_NODES, GoParams, Limits, depth_to_nodes
 from alphazero.serve.uci_protocol import Option, OptionTable, format_info, format_info_string, format_score
 
 if TYPE_CHECKING:
+    from alphazero.nets.evaluator import NetworkEvaluator
+    from alphazero.nets.network import PolicyValueNet
     from alphazero.nets.nnue_file import QuantisedNNUE
     from alphazero.search.alphabeta import SearchInfo
 
@@ -125,6 +140,7 @@ DEFAULT_THREADS = 1
 MAX_THREADS = max(1, os.cpu_count() or 1)
 DEFAULT_MOVE_OVERHEAD_MS = 50
 DEFAULT_HASH_MB = 16
+MAX_MULTIPV = 64
 
 MIN_SIMULATIONS = 4  # a timed search runs at least this many (a move is never a pure guess)
 CHUNK_SECONDS = 0.05  # aim of one search chunk: the reaction time to stop / deadlines
@@ -141,13 +157,14 @@ C_PUCT = Option("CPuct", "float", DEFAULT_C_PUCT, sets="c_puct", low=0, high=1e6
 THREADS = Option("Threads", "spin", DEFAULT_THREADS, sets="threads", low=1, high=MAX_THREADS,
                  help="torch intra-op threads")
 HASH = Option("Hash", "spin", DEFAULT_HASH_MB, sets="hash_mb", low=1, high=65536, help="transposition table, MB")
-MOVE_OVERHEAD = Option("MoveOverhead", "spin", DEFAULT_MOVE_OVERHEAD_MS, sets="move_overhead_ms", low=0, high=10000,
+MOVE_OVERHEAD = Option("Move Overhead", "spin", DEFAULT_MOVE_OVERHEAD_MS, sets="move_overhead_ms", low=0, high=10000,
                        help="milliseconds kept back from every timed search")
 PONDER = Option("Ponder", "check", False, sets="ponder", help="accepted; pondering follows go ponder")
+MULTIPV = Option("MultiPV", "spin", 1, sets="multipv", low=1, high=MAX_MULTIPV, help="lines reported, best first")
 
-NETWORK_OPTIONS = OptionTable([NODES, C_PUCT, THREADS, MOVE_OVERHEAD, PONDER],
+NETWORK_OPTIONS = OptionTable([NODES, C_PUCT, THREADS, MULTIPV, MOVE_OVERHEAD, PONDER],
                               ignored=["Hash", "UCI_AnalyseMode", "UCI_ShowWDL"])
-AB_OPTIONS = OptionTable([HASH, MOVE_OVERHEAD, PONDER], ignored=["Threads", "UCI_AnalyseMode", "UCI_ShowWDL"])
+AB_OPTIONS = OptionTable([HASH, MULTIPV, MOVE_OVERHEAD, PONDER], ignored=["Threads", "UCI_AnalyseMode", "UCI_ShowWDL"])
 PLAYER_OPTIONS = OptionTable([PONDER], ignored=["Hash", "Threads", "MoveOverhead", "UCI_AnalyseMode", "UCI_ShowWDL"])
 
 
@@ -169,6 +186,7 @@ class Job:
     start: float
     send: Callable[[str], None]
     debug: bool = False
+    searchmoves: list[chess.Move] = field(default_factory=list)  # legal ones only; empty: all
     state: Any = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -202,6 +220,8 @@ class Searcher:
 
     name = ENGINE_NAME
     options = PLAYER_OPTIONS
+    supports_searchmoves = False
+    supports_mate = False
 
     def make_limits(self, params: GoParams, turn: chess.Color, settings: dict[str, Any], now: float) -> Limits:
         return Limits.from_go(params, turn, settings.get("move_overhead_ms", 0), now)
@@ -212,9 +232,18 @@ class Searcher:
     def new_game(self) -> None:
         pass
 
+    def ready(self) -> None:
+        """Do now, while no search runs, what would otherwise delay a search (allocations, compiling)."""
+
     def prepare(self, job: Job) -> list[str]:
         """Set up ``job``; returns debug notes."""
         return []
+
+    def interrupt(self, job: Job) -> None:
+        """``stop`` came (from the command thread; ``job.stop`` is set already)."""
+
+    def limits_changed(self, job: Job) -> None:
+        """``ponderhit`` came and changed ``job.limits`` (from the command thread)."""
 
     def search(self, job: Job) -> tuple[chess.Move, chess.Move | None, list[str]]:
         raise NotImplementedError
@@ -261,6 +290,12 @@ class NetworkSearcher(Searcher):
     options = NETWORK_OPTIONS
 
     def __init__(self, network: PolicyValueNet | str | os.PathLike, device: str = "cpu") -> None:
+        import torch  # here, not at import: an ab: engine never loads torch (its uciok comes seconds sooner)
+
+        from alphazero.judge.players import resolve_network_path
+        from alphazero.nets.evaluator import NetworkEvaluator
+        from alphazero.nets.network import PolicyValueNet, load_network
+
         if not isinstance(network, PolicyValueNet):
             network = load_network(resolve_network_path(os.fspath(network)))
         self.evaluator = NetworkEvaluator(network, device=device)
@@ -277,6 +312,8 @@ class NetworkSearcher(Searcher):
 
     def apply(self, setting: str, value: Any) -> None:
         if setting == "threads":
+            import torch
+
             torch.set_num_threads(value)
 
     def new_game(self) -> None:
@@ -311,6 +348,8 @@ class NetworkSearcher(Searcher):
         return GameTree(board, seed=0), False
 
     def search(self, job: Job) -> tuple[chess.Move, chess.Move | None, list[str]]:
+        import torch
+
         torch.set_num_threads(job.settings["threads"])
         tree = job.state.tree
         board = tree.board
@@ -328,6 +367,7 @@ class NetworkSearcher(Searcher):
         root_stack = len(board.move_stack)
         self._tracker.max_stack = root_stack
         searchable = len(moves) > 1
+        base = sum(tree.root.child_visits) if tree.root.priors is not None else 0
         sims = 0
         chunk = 4
         search_start = time.monotonic()
@@ -347,12 +387,17 @@ class NetworkSearcher(Searcher):
             if not limits.unbounded:
                 if limits.nodes is not None:
                     size = min(size, limits.nodes - sims)
-                if limits.deadline is not None and sims >= MIN_SIMULATIONS:
+                if limits.soft_deadline is not None and sims >= MIN_SIMULATIONS:
                     rate = sims / max(now - search_start, 1e-6)
-                    size = min(size, max(1, int(rate * (limits.deadline - now))))
-            mcts.search([tree], add_noise=False, temperature=0.0, num_simulations=max(1, size))
+                    size = min(size, max(1, int(rate * (limits.soft_deadline - now))))
+
+            def should_stop(unbounded: bool = limits.unbounded) -> bool:
+                return job.stop.is_set() or (unbounded and not job.unbounded())
+
+            mcts.search([tree], add_noise=False, temperature=0.0, num_simulations=max(1, size),
+                        should_stop=should_stop)
             if searchable:
-                sims += max(1, size)
+                sims = sum(tree.root.child_visits) - base
             now = time.monotonic()
             rate = sims / max(now - search_start, 1e-6)
             chunk = int(min(MAX_CHUNK, max(1, rate * CHUNK_SECONDS)))
@@ -369,19 +414,34 @@ class NetworkSearcher(Searcher):
         lines = []
         ponder = None
         if root.priors is not None:
-            lines.append(self._info_line(job, sims, time.monotonic() - search_start, root_stack))
+            elapsed = time.monotonic() - search_start
+            multipv = min(job.settings.get("multipv", 1), len(root.moves))
+            if multipv > 1:
+                lines += [self._info_line(job, sims, elapsed, root_stack, rank) for rank in range(1, multipv + 1)]
+            else:
+                lines.append(self._info_line(job, sims, elapsed, root_stack))
             pv = _principal_variation(root, max_length=2)
             if len(pv) == 2 and pv[0] == move:
                 ponder = pv[1]
         return move, ponder, lines
 
-    def _info_line(self, job: Job, sims: int, elapsed: float, root_stack: int) -> str:
+    def _info_line(self, job: Job, sims: int, elapsed: float, root_stack: int, rank: int | None = None) -> str:
+        """The ``info`` line of the search so far: the best line, or (``rank`` k) the line of the root
+        move with the k-th most visits, scored from that child's mean value, with ``multipv k``."""
         tree = job.state.tree
         root = tree.root
-        pv = _principal_variation(root, max_length=PV_LENGTH)
+        if rank is None or rank == 1:
+            pv = _principal_variation(root, max_length=PV_LENGTH)
+            value = root.value
+        else:
+            index = _root_ranking(root)[rank - 1]
+            child = root.children[index]
+            pv = [root.moves[index], *(principal_variation(child, PV_LENGTH - 1) if child is not None else [])]
+            visits = root.child_visits[index]
+            value = root.child_values[index] / visits if visits else root.value  # W(s, a): the root mover's
         depth = max(1, len(pv))
         seldepth = max(depth, self._tracker.max_stack - root_stack)
-        value = float(np.clip(root.value, -1.0, 1.0))
+        value = float(np.clip(value, -1.0, 1.0))
         cp, mate = value_to_centipawns(value), None
         if pv:
             line = tree.board.copy()
@@ -393,14 +453,21 @@ class NetworkSearcher(Searcher):
                 elif len(pv) % 2 == 0 and value < 0:
                     mate = -(len(pv) // 2)
         nps = int(sims / elapsed) if elapsed > 0 else 0
-        return format_info(depth=depth, seldepth=seldepth, nodes=sims, nps=nps, score=format_score(cp, mate),
-                           time=job.elapsed_ms(), pv=pv)
+        return format_info(depth=depth, seldepth=seldepth, multipv=rank, nodes=sims, nps=nps,
+                           score=format_score(cp, mate), time=job.elapsed_ms(), pv=pv)
 
 
 def _root_choice(root: Node) -> int:
     """Index of the move to play from an expanded root: most visits, ties (or no visits) to the higher prior."""
     assert root.priors is not None
     return int(np.argmax(np.asarray(root.child_visits) + 0.5 * root.priors))  # priors lie in [0, 1]: they only break ties
+
+
+def _root_ranking(root: Node) -> list[int]:
+    """Root move indices, most visited first (ties to the higher prior): the order of MultiPV lines."""
+    assert root.priors is not None
+    keys = np.asarray(root.child_visits) + 0.5 * root.priors
+    return [int(i) for i in np.argsort(-keys, kind="stable")]
 
 
 def _principal_variation(root: Node, max_length: int) -> list[chess.Move]:
@@ -417,17 +484,15 @@ def _principal_variation(root: Node, max_length: int) -> list[chess.Move]:
 # Alpha-beta (``ab:`` specs)
 
 
-class _Interrupted(Exception):
-    """Raised from the iteration callback to leave ``AlphaBeta.search`` between iterations."""
-
-
 class AlphaBetaSearcher(Searcher):
     """``AlphaBeta`` on the compiled board, made from an ``ab:`` spec (``ValueError`` if it is bad).
 
-    The transposition table lives from move to move; ``ucinewgame`` and a new ``Hash`` take effect
-    at the next ``go`` (never under a running search)."""
+    The transposition table lives from move to move; after ``ucinewgame`` it is cleared, and after a
+    new ``Hash`` allocated, at the next ``ready`` (never under a running search)."""
 
     options = AB_OPTIONS
+    supports_searchmoves = True
+    supports_mate = True
 
     def __init__(self, spec: str) -> None:
         from alphazero.search.ab_player import (  # numba loads only when asked for
@@ -441,7 +506,7 @@ class AlphaBetaSearcher(Searcher):
         self.name = f"{ENGINE_NAME} {self.spec}"
         self.eval_name: str = kwargs["eval_name"]
         # the NNUE the spec names, read once (parse_ab_spec loaded and checked it): a Hash change
-        # rebuilds the search from it, never from the file, which may have changed or gone since
+        # rebuilds the table only, and the warm-up searches with the same net, never the file again
         self.evaluation: str | QuantisedNNUE = kwargs["nnue"] if kwargs["nnue"] is not None else self.eval_name
         self.depth: int | None = kwargs["depth"]
         self.nodes: int | None = kwargs["nodes"]
@@ -450,11 +515,12 @@ class AlphaBetaSearcher(Searcher):
             self.movetime_ms = DEFAULT_MOVETIME_MS
         self.max_depth = MAX_PLY - 8
         self.hash_mb = float(kwargs["hash_mb"])
-        self.options = OptionTable([replace(HASH, default=max(1, round(self.hash_mb))), MOVE_OVERHEAD, PONDER],
-                                   ignored=AB_OPTIONS.ignored)
+        self.options = OptionTable([replace(HASH, default=max(1, round(self.hash_mb))), MULTIPV, MOVE_OVERHEAD,
+                                    PONDER], ignored=AB_OPTIONS.ignored)
         self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb)
         self._table_mb = self.hash_mb
         self._clear = False
+        self._warm = False
 
     def apply(self, setting: str, value: Any) -> None:
         if setting == "hash_mb":
@@ -463,64 +529,89 @@ class AlphaBetaSearcher(Searcher):
     def new_game(self) -> None:
         self._clear = True
 
-    def prepare(self, job: Job) -> list[str]:
+    def ready(self) -> None:
         if self.hash_mb != self._table_mb:
-            from alphazero.search.alphabeta import AlphaBeta
-
-            self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb)
+            self.alphabeta.resize(self.hash_mb)
             self._table_mb = self.hash_mb
             self._clear = False
-        elif self._clear:
+        if self._clear:  # ucinewgame: a large table takes a while to clear
             self.alphabeta.clear()
             self._clear = False
+        if not self._warm:
+            from alphazero.search.alphabeta import AlphaBeta
+
+            AlphaBeta(self.evaluation, tt_mb=1).search(chess.Board(), depth=2)  # load or compile the kernels
+            self._warm = True
+
+    def prepare(self, job: Job) -> list[str]:
+        self.ready()  # a GUI that sent no isready since its setoption or ucinewgame
+        self.alphabeta.reset_abort()  # from here on a stop aborts this job's search
         return []
 
+    def interrupt(self, job: Job) -> None:
+        self.alphabeta.abort()
+
+    def limits_changed(self, job: Job) -> None:
+        self._retarget(job.snapshot())
+
+    def _retarget(self, limits: Limits) -> None:
+        plan = self.plan(limits, time.monotonic())
+        now_ns = time.monotonic_ns()
+        self.alphabeta.retarget(
+            depth=plan["depth"], nodes=plan["nodes"],
+            deadline_ns=None if plan["movetime_ms"] is None else now_ns + int(plan["movetime_ms"] * 1e6),
+            soft_deadline_ns=None if plan["soft_ms"] is None else now_ns + int(plan["soft_ms"] * 1e6))
+
     def plan(self, limits: Limits, now: float) -> dict[str, Any]:
-        """``AlphaBeta.search`` limits for ``limits`` at ``now``."""
+        """``AlphaBeta.search`` limits for ``limits`` at ``now``: ``depth``, ``nodes``, ``movetime_ms``
+        (the hard limit) and ``soft_ms`` (no iteration starts after it)."""
         if limits.unbounded:
-            return {"depth": self.max_depth, "nodes": None, "movetime_ms": None}
+            return {"depth": self.max_depth, "nodes": None, "movetime_ms": None, "soft_ms": None}
         if not limits.has_limit:
-            return {"depth": self.depth, "nodes": self.nodes, "movetime_ms": self.movetime_ms}
-        remaining = limits.remaining(now)
-        return {"depth": min(limits.depth, self.max_depth) if limits.depth is not None else None,
+            return {"depth": self.depth, "nodes": self.nodes, "movetime_ms": self.movetime_ms,
+                    "soft_ms": None if self.movetime_ms is None else ITERATION_SHARE * self.movetime_ms}
+        depth = limits.depth
+        mate = limits.params.mate
+        if mate is not None and depth is None and limits.nodes is None and limits.deadline is None:
+            depth = 2 * mate + 4  # a mate search with nothing else to end it
+        hard, soft = limits.remaining(now), limits.soft_remaining(now)
+        return {"depth": min(depth, self.max_depth) if depth is not None else None,
                 "nodes": limits.nodes,
-                "movetime_ms": None if remaining is None else max(MIN_MOVETIME_MS, remaining * 1000)}
+                "movetime_ms": None if hard is None else max(MIN_MOVETIME_MS, hard * 1000),
+                "soft_ms": None if soft is None else max(MIN_MOVETIME_MS, ITERATION_SHARE * soft * 1000)}
 
     def search(self, job: Job) -> tuple[chess.Move, chess.Move | None, list[str]]:
-        best: SearchInfo | None = None  # the deepest completed iteration, over restarts
-        move: chess.Move | None = None
-        while True:
-            limits = job.snapshot()
-            unbounded = limits.unbounded
+        limits = job.snapshot()
+        planned_unbounded = limits.unbounded
+        multipv = job.settings.get("multipv", 1)
 
-            def on_iteration(info: SearchInfo, unbounded: bool = unbounded) -> None:
-                nonlocal best
-                if best is None or info.depth > best.depth:
-                    best = info
-                    score = format_score(info.score_cp, info.mate)
-                    job.send(format_info(depth=info.depth, seldepth=info.seldepth, score=score, nodes=info.nodes,
-                                         nps=info.nps, time=int(info.time_s * 1000), pv=info.pv))
-                time.sleep(0)  # let the command thread read a stop that came during the iteration
-                if job.stop.is_set() or job.unbounded() != unbounded:
-                    raise _Interrupted
+        def on_iteration(info: SearchInfo) -> None:
+            nonlocal planned_unbounded
+            for rank, line in enumerate(info.lines, start=1):
+                job.send(format_info(depth=line.depth, seldepth=line.seldepth, multipv=rank if multipv > 1 else None,
+                                     score=format_score(line.score_cp, line.mate), nodes=info.nodes, nps=info.nps,
+                                     time=int(info.time_s * 1000), pv=line.pv))
+            if planned_unbounded and not job.unbounded():  # a ponderhit came before the search had begun
+                planned_unbounded = False
+                self._retarget(job.snapshot())
 
-            try:
-                move, last = self.alphabeta.search(job.board, **self.plan(limits, time.monotonic()),
-                                                   on_iteration=on_iteration)
-            except _Interrupted:
-                if job.stop.is_set():
-                    break
-                continue  # ponderhit: search again under the limits of the go
-            if best is not None and last.depth < best.depth:
-                move = None  # a restart that did not get as deep: the deeper line's move
-            break
+        reported: list[str] = []  # the first move of the last line printed
+
+        def on_line(info: SearchInfo) -> None:
+            reported[:] = info.pv[:1]
+            on_iteration(info)
+
+        move, last = self.alphabeta.search(job.board, **self.plan(limits, time.monotonic()), multipv=multipv,
+                                           searchmoves=job.searchmoves or None, mate=limits.params.mate,
+                                           on_iteration=on_line)
+        lines = []
+        if reported and reported[0] != move.uci():  # a stopped iteration found a better move: say so
+            lines.append(format_info(depth=last.depth + 1, nodes=last.nodes, time=int(last.time_s * 1000), pv=[move]))
         job.wait_for_release()
-        if move is None:
-            move = chess.Move.from_uci(best.pv[0]) if best is not None and best.pv else next(iter(job.board.legal_moves))
         ponder = None
-        if best is not None and len(best.pv) >= 2 and best.pv[0] == move.uci():
-            ponder = chess.Move.from_uci(best.pv[1])
-        return move, ponder, []
+        if len(last.pv) >= 2 and last.pv[0] == move.uci():
+            ponder = chess.Move.from_uci(last.pv[1])
+        return move, ponder, lines
 
 
 # --------------------------------------------------------------------------------------------------

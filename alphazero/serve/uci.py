@@ -16,13 +16,18 @@ it in-process too.
 Commands
 ========
 
-``uci``, ``debug on|off``, ``isready`` (answered at once, also while searching; see the alpha-beta
-caveat in ``alphazero.serve.searchers``), ``setoption``, ``register`` (ignored), ``ucinewgame`` (drops
-the search tree or the transposition table), ``position``, ``go``, ``stop``, ``ponderhit``, ``quit``.
-A line with no known command, or with bad arguments, is answered with ``info string <explanation>``
-and otherwise ignored: a bad ``position`` keeps the previous position, a bad ``go`` starts no search
-(so it prints no ``bestmove``), and the engine keeps serving. ``go mate`` and ``searchmoves`` are not
-supported: an ``info string`` says so and the rest of the command is obeyed.
+``uci``, ``debug on|off``, ``isready`` (answered at once while searching; otherwise after the
+searcher's ``ready``: a new ``Hash`` allocated, the kernels loaded, so the next ``go`` starts
+searching at once), ``setoption`` (``ready`` too, when no search runs), ``register`` (ignored),
+``ucinewgame`` (drops the search tree or the transposition table), ``position``, ``go``, ``stop``,
+``ponderhit``, ``quit``. A line with no known command, or with bad arguments, is answered with
+``info string <explanation>`` and otherwise ignored: a bad ``position`` keeps the previous position
+(a bad move in its list ends the list: the position before it stands, as in Stockfish), and the
+engine keeps serving. Every ``go`` ends in a ``bestmove``: what it cannot read is skipped with an
+``info string`` (``alphazero.serve.uci_limits``). ``searchmoves`` moves that are not legal are
+dropped (all of them: the search takes every move); where a searcher does not support
+``searchmoves`` or ``mate`` (the tree search, other players) an ``info string`` says so and the rest
+of the command is obeyed.
 
 Every ``go`` runs in a background thread, so ``stop``, ``isready``, ``ponderhit`` and ``quit`` are read
 while it searches (a second ``go`` meanwhile gets an ``info string``). With ``infinite`` or
@@ -38,13 +43,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import chess
 
 from alphazero.errors import InputError
-from alphazero.judge.players import resolve_network_path
-from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.serve.searchers import Job, NetworkSearcher, Searcher, make_searcher
 from alphazero.serve.uci_protocol import (
     Debug,
@@ -64,7 +67,14 @@ from alphazero.serve.uci_protocol import (
     parse_line,
 )
 
+if TYPE_CHECKING:
+    from alphazero.nets.network import PolicyValueNet
+
 ENGINE_AUTHOR = "the alphazero-chess authors"
+# Python's thread switch interval in an engine process (from 5 ms): a command that arrives while the
+# search thread runs Python (the tree search; alpha-beta between iterations) waits this long for the
+# GIL at most. A thread that does not ask for the GIL costs nothing.
+SWITCH_INTERVAL_S = 0.001
 DEVICES = ("cpu", "cuda", "auto")
 
 
@@ -101,10 +111,11 @@ class UCIEngine:
         self._job: Job | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._last_position: Position | None = None  # the last position command, for the next to extend
         self._handlers: dict[type, Callable[[Any], bool | None]] = {
             Uci: self._on_uci,
             Debug: self._on_debug,
-            IsReady: lambda command: self.send("readyok"),
+            IsReady: self._on_isready,
             SetOption: self._on_setoption,
             Register: lambda command: None,
             UciNewGame: self._on_ucinewgame,
@@ -150,7 +161,7 @@ class UCIEngine:
 
     def handle(self, line: str) -> bool:
         """Execute one input line; ``False`` once the engine should exit (``quit``)."""
-        parsed = parse_line(line)
+        parsed = parse_line(line, self._last_position)
         if parsed is None:
             return True
         if parsed.skipped and (parsed.command is not None or parsed.error is not None):
@@ -177,6 +188,18 @@ class UCIEngine:
     def _on_debug(self, command: Debug) -> None:
         self.debug = command.on
 
+    def _make_ready(self) -> None:
+        """The searcher's ``ready`` (allocations, compiling), unless a search is running."""
+        with self._lock:
+            if self._job is None:
+                self.searcher.ready()
+
+    def _on_isready(self, command: IsReady) -> None:
+        try:
+            self._make_ready()
+        finally:
+            self.send("readyok")
+
     def _on_setoption(self, command: SetOption) -> None:
         try:
             parsed = self.searcher.options.parse(command)
@@ -187,14 +210,19 @@ class UCIEngine:
             setting, value = parsed
             self.settings[setting] = value
             self.searcher.apply(setting, value)
+            self._make_ready()
 
     def _on_ucinewgame(self, command: UciNewGame) -> None:
         with self._lock:
             self.searcher.new_game()
+        self._make_ready()
 
     def _on_position(self, command: Position) -> None:
+        if command.note:
+            self.info_string(command.note)
         with self._lock:
             self.board = command.board
+        self._last_position = command
 
     def _on_go(self, command: Go) -> None:
         params = command.params
@@ -203,6 +231,8 @@ class UCIEngine:
             job, thread = self._job, self._thread
         if job is not None and job.stop.is_set() and thread is not None:
             thread.join(timeout=30)  # told to stop, about to print its bestmove: let it finish first
+        for note in params.notes:
+            self.info_string(note)
         with self._lock:
             if self._job is not None:
                 self.info_string("go: a search is already running (send stop first); ignored")
@@ -210,34 +240,57 @@ class UCIEngine:
             board = self.board.copy()
             settings = dict(self.settings)
             limits = self.searcher.make_limits(params, board.turn, settings, start)
-            job = Job(board=board, limits=limits, settings=settings, start=start, send=self.send, debug=self.debug)
+            searchmoves = self._searchmoves(board, params.searchmoves)
+            job = Job(board=board, limits=limits, settings=settings, start=start, send=self.send, debug=self.debug,
+                      searchmoves=searchmoves)
             notes = self.searcher.prepare(job)
             self._job = job
-        if params.mate is not None:
-            self.info_string("go mate is not supported; searching with the other limits")
-        if params.searchmoves:
-            self.info_string("go searchmoves is not supported; searching all moves")
+        if params.mate is not None and not self.searcher.supports_mate:
+            self.info_string("go mate is not supported by this engine; searching with the other limits")
+        if params.searchmoves and searchmoves and not self.searcher.supports_searchmoves:
+            self.info_string("go searchmoves is not supported by this engine; searching all moves")
         if self.debug:
             for note in notes:
                 self.info_string(note)
-            budget = None if limits.deadline is None else round((limits.deadline - start) * 1000)
-            self.info_string(f"search plan: depth {limits.depth} nodes {limits.nodes} time budget ms {budget} "
+            soft = None if limits.soft_deadline is None else round((limits.soft_deadline - start) * 1000)
+            hard = None if limits.deadline is None else round((limits.deadline - start) * 1000)
+            self.info_string(f"search plan: depth {limits.depth} nodes {limits.nodes} time ms soft {soft} hard {hard} "
                              f"infinite {limits.infinite} ponder {limits.ponder}")
         thread = threading.Thread(target=self._search_thread, args=(job,), name="uci-search", daemon=True)
         self._thread = thread
         thread.start()
 
+    def _searchmoves(self, board: chess.Board, tokens: list[str]) -> list[chess.Move]:
+        """The legal moves among ``tokens`` (the others dropped with an ``info string``)."""
+        legal, dropped = [], []
+        for token in tokens:
+            try:
+                move = chess.Move.from_uci(token)
+            except ValueError:
+                move = None
+            if move is not None and move in board.legal_moves:
+                if move not in legal:
+                    legal.append(move)
+            else:
+                dropped.append(token)
+        if dropped:
+            rest = "searching all moves" if not legal else "searching the others"
+            self.info_string(f"go searchmoves: {' '.join(dropped)} not legal here; {rest}")
+        return legal
+
     def _on_stop(self, command: Stop) -> None:
         with self._lock:
             job = self._job
-        if job is not None:
-            job.stop.set()
+            if job is not None:
+                job.stop.set()
+                self.searcher.interrupt(job)
 
     def _on_ponderhit(self, command: PonderHit) -> None:
         with self._lock:
             job = self._job
-        if job is not None:
-            job.ponderhit(time.monotonic())
+            if job is not None:
+                job.ponderhit(time.monotonic())
+                self.searcher.limits_changed(job)
 
     # -- search ---------------------------------------------------------------------------------
 
@@ -246,6 +299,7 @@ class UCIEngine:
             job, thread = self._job, self._thread
         if job is not None:
             job.stop.set()
+            self.searcher.interrupt(job)
         if thread is not None:
             thread.join(timeout=30)
 
@@ -302,8 +356,12 @@ def run_uci(
     A missing or unreadable network raises ``InputError`` (or ``RunStateError`` for a directory that
     holds no run) before anything is served, as does a ``device`` this machine does not have.
     """
+    from alphazero.judge.players import resolve_network_path  # torch loads only for a network
+    from alphazero.nets.network import load_network
+
     check_device(device)
     net = load_network(resolve_network_path(checkpoint_path))
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     return UCIEngine(net, stdin, stdout, device=device).run()
 
 
@@ -320,4 +378,5 @@ def run_uci_player(
     """
     check_device(device)
     searcher = make_searcher(spec, device=device)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     return UCIEngine(searcher, stdin, stdout, device=device).run()

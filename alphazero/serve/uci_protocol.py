@@ -15,8 +15,12 @@ Grammar
 ``stop``, ``ponderhit``, ``quit``. A line whose first token is unknown is searched for a known
 command further on, as the UCI spec asks ("joho debug on" is ``debug on``; ``ParsedLine.skipped``
 holds "joho"). A line with no known command, or a command with bad arguments, parses to no command
-and an ``error`` (the engine answers it with ``info string``): a bad ``position`` leaves the
-previous position, a bad ``go`` starts no search. Blank lines are nothing at all.
+and an ``error`` (the engine answers it with ``info string``): a bad ``position`` (no
+``startpos``/``fen``, a bad FEN) leaves the previous position. Two commands are kept however bad
+their arguments, as Stockfish 15.1 keeps them: ``go`` (``parse_go`` skips what it cannot read and
+notes it, so every ``go`` ends in a ``bestmove``) and the move list of ``position``, which ends at
+its first illegal or unreadable move: the position reached before it stands, and
+``Position.note`` says which move was dropped. Blank lines are nothing at all.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class UciNewGame:
 @dataclass(frozen=True)
 class Position:
     board: chess.Board  # with the moves on its stack
+    note: str | None = None  # why the move list was cut short, if it was
+    tokens: tuple[str, ...] = ()  # the arguments as sent, for the next command to extend (``parse_line``'s ``known``)
 
 
 @dataclass(frozen=True)
@@ -103,8 +109,17 @@ class ParsedLine:
     error: str | None = None
 
 
-def parse_position(args: Sequence[str]) -> chess.Board:
-    """The tokens after ``position`` -> the board (with its moves on the stack); ``ValueError`` if bad."""
+def parse_position(args: Sequence[str], notes: list[str] | None = None, known: Position | None = None) -> chess.Board:
+    """The tokens after ``position`` -> the board (with its moves on the stack); ``ValueError`` if
+    the start (``startpos``, ``fen FEN``, the word ``moves``) is bad. The move list ends at its first
+    illegal move (Stockfish's rule), which ``notes`` (when given) gets a sentence about.
+
+    ``known``: the last position parsed. When ``args`` repeat its tokens, move list included, and add
+    moves (a GUI sends the whole game before every move), only the new moves are checked and played
+    on a copy of its board: checking each move of a long game costs milliseconds a move, on the clock."""
+    if (known is not None and known.note is None and "moves" in known.tokens
+            and len(args) > len(known.tokens) and tuple(args[:len(known.tokens)]) == known.tokens):
+        return _play_moves(known.board.copy(), args[len(known.tokens):], len(known.board.move_stack) + 1, notes)
     if not args:
         raise ValueError("position: expected 'startpos' or 'fen <FEN>'")
     kind = args[0].lower()
@@ -129,13 +144,22 @@ def parse_position(args: Sequence[str]) -> chess.Board:
         return board
     if rest[0].lower() != "moves":
         raise ValueError(f"position: expected 'moves', got {rest[0]!r}")
-    for ply, token in enumerate(rest[1:], start=1):
+    return _play_moves(board, rest[1:], 1, notes)
+
+
+def _play_moves(board: chess.Board, tokens: Sequence[str], first: int, notes: list[str] | None) -> chess.Board:
+    """Play the UCI ``tokens`` on ``board`` up to the first one not legal (``first``: the number of
+    the first token in the command's move list)."""
+    for ply, token in enumerate(tokens, start=first):
         try:
             move = board.parse_uci(token)
         except ValueError:
-            raise ValueError(f"position: move {ply} {token!r} is not legal in {board.fen()}") from None
-        if not move:
-            raise ValueError(f"position: move {ply} is a null move (0000)")
+            move = None
+        if not move:  # illegal, unreadable or the null move 0000
+            if notes is not None:
+                notes.append(f"position: move {ply} {token!r} is not legal in {board.fen()}; it and the moves "
+                             f"after it are dropped: the position after the first {ply - 1} stands")
+            break
         board.push(move)
     return board
 
@@ -156,18 +180,17 @@ def _parse_setoption(args: list[str]) -> SetOption:
     return SetOption(" ".join(args[1:]), "")
 
 
-def _parse_position_command(args: list[str]) -> Position:
+def _parse_position_command(args: list[str], known: Position | None = None) -> Position:
+    notes: list[str] = []
     try:
-        return Position(parse_position(args))
+        board = parse_position(args, notes, known)
     except ValueError as error:
         raise ValueError(f"{error}; position unchanged") from None
+    return Position(board, notes[0] if notes else None, tuple(args))
 
 
 def _parse_go_command(args: list[str]) -> Go:
-    try:
-        return Go(parse_go(args))
-    except ValueError as error:
-        raise ValueError(f"{error}; no search started") from None
+    return Go(parse_go(args))
 
 
 def _no_args(command: Command):
@@ -190,8 +213,9 @@ _PARSERS = {
 COMMAND_WORDS = tuple(_PARSERS)
 
 
-def parse_line(line: str) -> ParsedLine | None:
-    """One input line -> ``ParsedLine``; ``None`` for a blank line. Never raises."""
+def parse_line(line: str, known: Position | None = None) -> ParsedLine | None:
+    """One input line -> ``ParsedLine``; ``None`` for a blank line. Never raises. ``known``: the last
+    ``Position`` parsed, which a ``position`` command that extends it continues (``parse_position``)."""
     tokens = line.split()
     if not tokens:
         return None
@@ -201,6 +225,8 @@ def parse_line(line: str) -> ParsedLine | None:
             continue
         skipped = tuple(tokens[:index])
         try:
+            if parser is _parse_position_command:
+                return ParsedLine(_parse_position_command(tokens[index + 1 :], known), skipped)
             return ParsedLine(parser(tokens[index + 1 :]), skipped)
         except ValueError as error:
             return ParsedLine(None, skipped, str(error))
