@@ -99,6 +99,22 @@ def test_bad_network_parameter_is_named(tiny_net) -> None:
     assert make_player(f"mcts:{tiny_net}").mcts.config.mate_in_one is True  # type: ignore[attr-defined]
 
 
+def test_network_players_take_the_inference_settings(tiny_net) -> None:
+    """``precision``, ``channels_last`` and ``backend`` reach the search's config (and so its evaluator),
+    so two players of one network at two precisions can meet in an arena; a bad value or pairing is named
+    before the network is read."""
+    player = make_player(f"mcts:{tiny_net}?sims=8&precision=bf16&channels_last=1")
+    config = player.mcts.config  # type: ignore[attr-defined]
+    assert (config.precision, config.channels_last) == ("bf16", True)
+    assert player.choose_moves([chess.Board()])[0] in chess.Board().legal_moves
+    with pytest.raises(ValueError, match="search.precision must be auto, fp32, fp16 or bf16, got 'fp8'"):
+        make_player("mcts:/no/such/net.pt?precision=fp8")
+    with pytest.raises(ValueError, match="run in the torch backend"):
+        make_player(f"mcts:{tiny_net}?backend=onnx&precision=bf16")
+    with pytest.raises(ValueError, match="channels_last must be 0 or 1"):
+        make_player(f"mcts:{tiny_net}?channels_last=yes")
+
+
 @pytest.mark.parametrize("query, key", [("sims=1&sims=2", "sims"), ("sims=1&nodes=2", "nodes"), ("cpuct=1&c_puct=2", "c_puct")])
 def test_a_repeated_network_parameter_is_named(tiny_net, query, key) -> None:
     with pytest.raises(ValueError, match=f"{key} is given twice"):

@@ -6,7 +6,9 @@ spec                                                      player
 ``mcts:PATH?sims=N&cpuct=C&algorithm=A&mates=M``          network with search (A: puct, the default, or gumbel;
                                                           M: 1, the default, finds mates in one, 0 not:
                                                           ``SearchConfig.mate_in_one``); PATH a network
-                                                          file or a run directory (its current best network)
+                                                          file or a run directory (its current best network);
+                                                          also ``backend=torch|onnx``, ``precision=fp32|bf16|
+                                                          fp16``, ``channels_last=0|1`` (``SearchConfig``)
 ``policy:PATH``                                           the raw network policy, most probable legal move
 ``random``                                                uniformly random legal move
 ``greedy``                                                mate in one, else the capture that wins the most
@@ -278,22 +280,28 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 if value not in ("puct", "gumbel"):
                     raise InputError(f"player spec {spec!r}: algorithm must be puct or gumbel, got {value!r}")
                 changes["algorithm"] = value
-            elif key == "mates":
+            elif key in ("mates", "channels_last"):
                 if value not in ("0", "1"):
-                    raise InputError(f"player spec {spec!r}: mates must be 0 or 1, got {value!r}")
-                changes["mate_in_one"] = value == "1"
+                    raise InputError(f"player spec {spec!r}: {key} must be 0 or 1, got {value!r}")
+                changes["mate_in_one" if key == "mates" else key] = value == "1"
+            elif key in ("precision", "backend"):
+                changes[key] = value
             else:
-                raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm, mates)")
+                raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm, mates, "
+                                 "backend, precision, channels_last)")
+        from dataclasses import replace
+
+        try:
+            config = replace(search or SearchConfig(num_simulations=100), **changes)
+        except ValueError as error:  # a precision or backend SearchConfig refuses, or a pairing of them
+            raise InputError(f"player spec {spec!r}: {error}") from None
         try:
             net = load_network(resolve_network_path(path))
         except UserError as error:
             raise InputError(f"player spec {spec!r}: {error}") from None
         if kind == "policy":
             return PolicyPlayer(net, name=spec, device=device, backend=search.backend if search else "auto")
-        from dataclasses import replace
-
-        config = search or SearchConfig(num_simulations=100)
-        return MCTSPlayer(net, replace(config, **changes), name=spec, device=device)
+        return MCTSPlayer(net, config, name=spec, device=device)
     if kind == "uci":
         command, options, limit = parse_uci_spec(spec)
         return UCIPlayer(command, options, limit, name=spec)
