@@ -9,7 +9,7 @@ import chess
 import pytest
 
 from alphazero.board import encoding
-from alphazero.learn.label import COLUMNS, existing_labels
+from alphazero.learn.label import COLUMNS, LabelFile
 from alphazero.learn.positions import read_fens
 from commands.main import main
 
@@ -187,7 +187,7 @@ def test_a_foreign_output_file_is_refused(tmp_path, capsys) -> None:
     out = tmp_path / "notes.csv"
     out.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="not a label file"):
-        existing_labels(out)
+        LabelFile(out).existing()
     positions = tmp_path / "p.epd"
     positions.write_text(MATE_IN_ONE + "\n")
     code, _, err = label(capsys, str(positions), "--labeller", STOCKFISH, "--out", str(out))
@@ -195,7 +195,7 @@ def test_a_foreign_output_file_is_refused(tmp_path, capsys) -> None:
     assert out.read_text() == "a,b\n1,2\n"
     out.write_text("a,b\n1,2")  # no final newline: nothing is cut off a file that is not a label file
     with pytest.raises(ValueError, match="not a label file"):
-        existing_labels(out)
+        LabelFile(out).existing()
     assert out.read_text() == "a,b\n1,2"
 
 

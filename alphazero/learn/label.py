@@ -41,7 +41,7 @@ for ``ADJUDICATE_PLIES`` plies in a row (won by the side the scores favour; mate
 
 Resuming: the file is appended to, and a run skips every position whose ``position_key`` is already
 in it (played games: a position already written is not written again). A run killed mid-write
-leaves at most one unterminated last line; ``existing_labels`` cuts it off (the position is labelled
+leaves at most one unterminated last line; ``LabelFile.existing`` cuts it off (the position is labelled
 again). Rows are written whole, one ``write`` each, flushed per batch.
 
 Labelling is slow: each position costs one search (Stockfish 15.1 at depth 12 on one core, measured in
@@ -466,11 +466,6 @@ def bullet_line(row: tuple[str, ...]) -> str:
     white_result = float(result) if sign == 1 else 1.0 - float(result)
     return bullet_text.format_line(fen, sign * int(cp) if cp else None, sign * int(mate) if mate else None,
                                    white_result)
-
-
-def existing_labels(path: str | os.PathLike) -> set[str]:
-    """``LabelFile(path).existing()``: the keys of the positions already in a label file."""
-    return LabelFile(path).existing()
 
 
 # ---- progress ---------------------------------------------------------------------------------
