@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import chess
 
@@ -40,10 +40,10 @@ def perft_nodes_per_s(fen: str = chess.STARTING_FEN, depth: int = 5, bulk: bool 
     return leaves / (time.process_time() - started)
 
 
-def _search_all(depth: int, null_move: bool, lmr: bool) -> tuple[int, float, list[str]]:
+def _search_all(depth: int, techniques: Mapping[str, bool] | None = None) -> tuple[int, float, list[str]]:
     from alphazero.search.alphabeta import AlphaBeta
 
-    search = AlphaBeta("material", null_move=null_move, lmr=lmr)
+    search = AlphaBeta("material", techniques=techniques)
     search.search(chess.Board(), depth=2)  # compile or load the cache outside the timing
     nodes, seconds, moves = 0, 0.0, []
     for fen in MIDDLEGAMES:
@@ -58,15 +58,16 @@ def _search_all(depth: int, null_move: bool, lmr: bool) -> tuple[int, float, lis
 
 def ab_nodes_per_s(depth: int = 8) -> float:
     """Search nodes (interior and quiescence) per second of ``ab:material`` over ``MIDDLEGAMES``."""
-    nodes, seconds, _ = _search_all(depth, True, True)
+    nodes, seconds, _ = _search_all(depth)
     return nodes / seconds
 
 
-def nodes_to_depth(depth: int = 8, null_move: bool = True, lmr: bool = True) -> dict:
-    """Total nodes, seconds and chosen moves searching ``MIDDLEGAMES`` to ``depth`` with the given
-    pruning: the measure that decides whether null move and LMR pay."""
-    nodes, seconds, moves = _search_all(depth, null_move, lmr)
-    return {"depth": depth, "null_move": null_move, "lmr": lmr, "nodes": nodes, "seconds": round(seconds, 3),
+def nodes_to_depth(depth: int = 8, techniques: Mapping[str, bool] | None = None) -> dict:
+    """Total nodes, seconds and chosen moves searching ``MIDDLEGAMES`` to ``depth`` with the default
+    techniques changed by ``techniques`` (name -> on): how much a pruning shrinks the tree (whether
+    it pays is an SPRT's question: ``arena --sprt``)."""
+    nodes, seconds, moves = _search_all(depth, techniques)
+    return {"depth": depth, "techniques": dict(techniques or {}), "nodes": nodes, "seconds": round(seconds, 3),
             "moves": moves}
 
 

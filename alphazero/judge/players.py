@@ -18,7 +18,9 @@ spec                                                      player
                                                           PeSTO tables (``alphazero.search.ab_player``);
                                                           no limit given: 100 ms a move
 ``ab:NNUE?depth=D&movetime=MS&nodes=N&hash=MB``           the same search evaluating with an NNUE file
-                                                          (``alphazero nnue train --out``), quantised
+                                                          (``alphazero nnue train --out``), quantised;
+                                                          both take ``TECHNIQUE=0|1`` for each name of
+                                                          ``alphabeta.TECHNIQUES`` (``lmp=0``, ...)
 ========================================================= ==================================================
 
 Every player answers ``choose_moves(boards)`` for many games at once (the network players batch

@@ -1,11 +1,14 @@
 """The ``ab:`` player: alpha-beta on the compiled board, made from a spec string.
 
-Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB`` (``alphazero.judge.players.make_player``
-hands it here) and the player that answers ``choose_moves``. ``EVAL`` is an evaluation name
-(``material``) or else the path of an NNUE file (what ``alphazero nnue train --out`` wrote, whatever
-its name), searched with the quantised network; a missing file or a file of another kind (a
+Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB&TECHNIQUE=0|1``
+(``alphazero.judge.players.make_player`` hands it here) and the player that answers
+``choose_moves``. ``EVAL`` is an evaluation name (``material``) or else the path of an NNUE file
+(what ``alphazero nnue train --out`` wrote, whatever its name), searched with the quantised network; a missing file or a file of another kind (a
 policy/value ``.pt``) is an ``InputError`` naming the spec. Knows nothing of torch, so it does not
 import ``alphazero.judge.players`` (which does); it satisfies that module's ``Player`` protocol.
+
+Each name of ``alphabeta.TECHNIQUES`` (``lmp``, ``rfp``, ...) turns that technique of the search on (1)
+or off (0), from ``DEFAULT_TECHNIQUES``: how an SPRT pits a search against itself without one change.
 
 Limits combine: the search stops at whichever of depth, nodes or move time comes first. With none
 given it thinks 100 ms a move, as a ``uci:`` player does. Games are searched one after another on
@@ -15,17 +18,18 @@ one core; the transposition table is kept from move to move (entries age, see ``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import chess
 
 from alphazero.errors import InputError
 from alphazero.nets.nnue_file import QuantisedNNUE, load_nnue, quantise
-from alphazero.search.alphabeta import MAX_PLY, AlphaBeta, SearchInfo
+from alphazero.search.alphabeta import MAX_PLY, TECHNIQUES, AlphaBeta, SearchInfo
 from alphazero.search.evals import EVALS
 
 DEFAULT_MOVETIME_MS = 100.0
 _PARAMETERS = {"depth": int, "movetime": float, "nodes": int, "hash": float}
+_SWITCHES = {"0": False, "1": True, "off": False, "on": True}
 
 
 class ABPlayer:
@@ -33,12 +37,12 @@ class ABPlayer:
 
     def __init__(self, eval_name: str = "material", depth: int | None = None, movetime_ms: float | None = None,
                  nodes: int | None = None, hash_mb: float = 16, name: str | None = None,
-                 nnue: QuantisedNNUE | None = None) -> None:
+                 nnue: QuantisedNNUE | None = None, techniques: Mapping[str, bool] | None = None) -> None:
         self.name = name or f"ab:{eval_name}"
         if depth is None and movetime_ms is None and nodes is None:
             movetime_ms = DEFAULT_MOVETIME_MS
         self.depth, self.movetime_ms, self.nodes = depth, movetime_ms, nodes
-        self.search = AlphaBeta(nnue if nnue is not None else eval_name, tt_mb=hash_mb)
+        self.search = AlphaBeta(nnue if nnue is not None else eval_name, tt_mb=hash_mb, techniques=techniques)
         self._last = SearchInfo()
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
@@ -71,15 +75,22 @@ def parse_ab_spec(spec: str) -> dict:
         raise InputError(f"player spec {spec!r}: missing evaluation (ab:EVAL, EVAL one of {', '.join(EVALS)} "
                          "or an NNUE file)")
     values: dict[str, float | int] = {}
+    techniques: dict[str, bool] = {}
     for part in filter(None, query.split("&")):
         key, equals, text = part.partition("=")
         key, text = key.strip(), text.strip()
         if not equals:
             raise InputError(f"player spec {spec!r}: parameter {part!r} is not name=value")
-        if key not in _PARAMETERS:
-            raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: {', '.join(_PARAMETERS)})")
-        if key in values:
+        if key in values or key in techniques:
             raise InputError(f"player spec {spec!r}: {key} is given twice")
+        if key in TECHNIQUES:
+            if text.lower() not in _SWITCHES:
+                raise InputError(f"player spec {spec!r}: {key}={text!r} must be 1 or 0 (on or off)")
+            techniques[key] = _SWITCHES[text.lower()]
+            continue
+        if key not in _PARAMETERS:
+            raise InputError(f"player spec {spec!r}: unknown parameter {key!r} "
+                             f"(known: {', '.join([*_PARAMETERS, *TECHNIQUES])})")
         kind_of = _PARAMETERS[key]
         try:
             number = kind_of(text)
@@ -100,7 +111,7 @@ def parse_ab_spec(spec: str) -> dict:
         except InputError as error:
             raise InputError(f"player spec {spec!r}: {error}") from None
     return {"eval_name": eval_name, "depth": values.get("depth"), "movetime_ms": values.get("movetime"),
-            "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16), "nnue": nnue}
+            "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16), "nnue": nnue, "techniques": techniques}
 
 
 def make_ab_player(spec: str) -> ABPlayer:

@@ -10,10 +10,14 @@ the winner (so a shorter mate scores higher and a longer loss less badly); ``|sc
 marks one. Draws (repetition of an earlier position, fifty moves, insufficient material, stalemate)
 score 0. A first repetition counts as a draw inside the search, the usual engine shortcut.
 
-Per node: transposition-table probe (cut-offs at non-PV nodes only), check extension, null-move
+Per node: transposition-table probe (cut-offs at non-PV nodes only), check extension, the static
+evaluation (kept by ply in ``evals`` for the "improving" test), reverse futility, null-move
 pruning, legal moves ordered TT move > captures by MVV/LVA and queen promotions > two killers >
-history (under-promotions last), PVS with late-move reductions, and at depth 0 a quiescence search
-over captures and queen promotions (all moves when in check) with stand-pat.
+history (under-promotions last), futility and late-move pruning of quiet moves, PVS with late-move
+reductions, and at depth 0 a quiescence search over captures and queen promotions (all moves when
+in check) with stand-pat, skipping captures that lose material by static exchange evaluation
+(``see``). Each of these techniques is a bit of ``info[I_OPTIONS]`` (``TECHNIQUES``), so one
+compiled search plays every variant an SPRT compares.
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -26,7 +30,8 @@ Scratch arrays (owned by ``AlphaBeta``, reused across searches), ``P = MAX_PLY``
 ``moves`` [P + 1, MAX_MOVES] int32 (move lists per ply; row ``ROOT_ROW`` = P lists the root moves
 the search may play, ``info[I_ROOT_MOVES]`` of them, 0 meaning all: ``searchmoves`` and the lines of
 MultiPV after the first), ``order`` [P, MAX_MOVES] int32 (their ordering scores),
-``pv`` [P, P] int32 and ``pv_len`` [P] int64 (triangular principal variation), ``killers`` [P, 2]
+``pv`` [P, P] int32 and ``pv_len`` [P] int64 (triangular principal variation), ``evals`` [P] int64
+(static evaluation by ply, ``NO_EVAL`` at a node in check), ``killers`` [P, 2]
 int32, ``history`` [2, 64, 64] int32 (side, from, to), ``info`` [INFO_SIZE] int64 (counters, limits,
 options; ``I_*`` below).
 
@@ -45,17 +50,20 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import chess
 import numpy as np
 from numba import njit
 
 from alphazero.board import kernel as K
-from alphazero.board.bits import monotonic_ns
+from alphazero.board.bits import lsb, monotonic_ns
 from alphazero.board.kernel import (
     EMPTY,
+    KING,
     NO_MOVE,
+    OCC_BLACK,
+    OCC_WHITE,
     PAWN,
     QUEEN,
     ST_EP,
@@ -63,6 +71,8 @@ from alphazero.board.kernel import (
     ST_PLY,
     ST_SIDE,
     U_MOVE,
+    attackers,
+    bit,
     generate_moves,
     in_check,
     insufficient_material,
@@ -87,7 +97,32 @@ MATE_BOUND = MATE - MAX_PLY
  I_ROOT_MOVES) = range(11)
 INFO_SIZE = 16
 ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
-OPT_NULL_MOVE, OPT_LMR = 1, 2
+OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING = 1, 2, 4, 8, 16, 32, 64, 128
+
+# The search's switchable techniques (``AlphaBeta(techniques=...)``, ``ab:`` spec keys), each a bit of
+# ``info[I_OPTIONS]``. DEFAULT_TECHNIQUES are those on unless a caller says otherwise: each one kept
+# passed an SPRT at equal time against the search without it (docs/RESULTS.md, "The alpha-beta
+# search, the fishtest way").
+TECHNIQUES = {
+    "nullmove": OPT_NULL_MOVE,  # null-move pruning
+    "lmr": OPT_LMR,  # late-move reductions
+    "checkext": OPT_CHECK_EXT,  # a node in check searches one ply deeper
+    "rfp": OPT_RFP,  # reverse futility: a shallow node far above beta returns its static evaluation
+    "futility": OPT_FUTILITY,  # a shallow node far below alpha skips its quiet moves
+    "lmp": OPT_LMP,  # late-move pruning: a shallow node skips the quiet moves late in its order
+    "qsee": OPT_QSEE,  # quiescence skips captures that lose material by static exchange evaluation
+    "improving": OPT_IMPROVING,  # prune and reduce more where the static evaluation fell since our last move
+}
+DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext"})
+
+# Margins of the shallow-depth pruning, centipawns (PeSTO's scale: a pawn is about 100).
+PRUNE_DEPTH = 6  # reverse futility, futility and late-move pruning act at depth <= this
+RFP_MARGIN = 80  # per ply of depth left
+FUTILITY_BASE, FUTILITY_MARGIN = 100, 80  # base + per ply
+NO_EVAL = -INF - 1  # ``evals[ply]`` of a node in check: no static evaluation
+
+# Static exchange evaluation: piece values by type (the king's only stops a capture sequence).
+SEE_VALUES = np.array([100, 320, 330, 500, 900, 20000], np.int64)
 
 BOUND_UPPER, BOUND_LOWER, BOUND_EXACT = 1, 2, 3
 _MASK16 = np.uint64(0xFFFF)
@@ -222,6 +257,58 @@ def _tactical_value(sq, st, move):
 
 
 @njit(cache=True)
+def see(bb, sq, st, move):
+    """Static exchange evaluation of ``move`` (a capture, en passant or promotion; 0 for a quiet
+    move to a square nobody attacks): centipawns the side to move wins by the best sequence of
+    recaptures on the destination, each side free to stop, least valuable attacker first, sliders
+    behind sliders joining as the pieces in front leave (x-rays). Pins are not looked at; a king
+    takes only when nothing defends the square."""
+    start = move & 63
+    end = (move >> 6) & 63
+    promotion = move >> 12
+    side = st[ST_SIDE]
+    occupied = bb[OCC_WHITE] | bb[OCC_BLACK]
+    victim = sq[end]
+    mover = sq[start] % 6
+    gains = np.empty(34, np.int64)
+    gains[0] = 0
+    if victim != EMPTY:
+        gains[0] = SEE_VALUES[victim % 6]
+    elif mover == PAWN and end == st[ST_EP]:
+        gains[0] = SEE_VALUES[PAWN]
+        occupied ^= bit(end - 8 if side == 0 else end + 8)  # the pawn taken en passant
+    on_square = SEE_VALUES[mover]  # the value standing on ``end`` once the move is made
+    if promotion:
+        gains[0] += SEE_VALUES[promotion] - SEE_VALUES[PAWN]
+        on_square = SEE_VALUES[promotion]
+    occupied ^= bit(start)
+    colour = 1 - side
+    depth = 0
+    while True:
+        found = attackers(bb, end, colour, occupied) & occupied
+        if found == 0:
+            break
+        kind = 0
+        piece_bits = found & bb[6 * colour]
+        while piece_bits == 0:
+            kind += 1
+            piece_bits = found & bb[6 * colour + kind]
+        if kind == KING and attackers(bb, end, 1 - colour, occupied ^ bit(lsb(piece_bits))) & occupied:
+            break  # the king may not take a defended piece
+        depth += 1
+        gains[depth] = on_square - gains[depth - 1]
+        on_square = SEE_VALUES[kind]
+        occupied ^= bit(lsb(piece_bits))
+        colour = 1 - colour
+        if depth == 33:
+            break
+    while depth > 0:
+        gains[depth - 1] = -max(-gains[depth - 1], gains[depth])
+        depth -= 1
+    return gains[0]
+
+
+@njit(cache=True)
 def _score_moves(sq, st, moves, order, n, hash_move, killers, history, ply):
     side = st[ST_SIDE]
     for i in range(n):
@@ -285,8 +372,11 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
     for i in range(n):
         value = _tactical_value(sq, st, row_moves[i])
         row_order[i] = value + (_TACTICAL if value > 0 else 0)
+    prune_losing = not checked and (info[I_OPTIONS] & OPT_QSEE) != 0
     for i in range(n):
         move = _pick(row_moves, row_order, i, n)
+        if prune_losing and see(bb, sq, st, move) < 0:
+            continue  # a capture that loses material cannot lift the score above standing pat
         make_move(bb, sq, st, keys, undo, move)
         score = -quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, -beta, -alpha, ply + 1)
         unmake_move(bb, sq, st, undo)
@@ -302,7 +392,7 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
 
 
 @njit(cache=True)
-def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info, params, acc,
+def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info, params, acc,
             depth, alpha, beta, ply):
     """Principal variation search to ``depth`` plies (fail-soft); the root is ``ply`` 0.
 
@@ -329,8 +419,9 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
             return alpha
         if ply >= MAX_PLY - 1:
             return evaluate(kind, bb, sq, st, keys, ply, params, acc)
+    options = info[I_OPTIONS]
     checked = in_check(bb, st)
-    if checked:
+    if checked and (options & OPT_CHECK_EXT):
         depth += 1  # check extension: forcing lines are seen to their end
     pv_node = beta - alpha > 1
     key = keys[st[ST_PLY]]
@@ -348,17 +439,31 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
                     (bound == BOUND_UPPER and score <= alpha):
                 return score
 
-    options = info[I_OPTIONS]
     side = st[ST_SIDE]
+    # The static evaluation, for the pruning below; ``improving`` (1 or 0, always 0 unless that
+    # technique is on): it rose since this side's last move, two plies up (a node in check there,
+    # which has no evaluation, counts as improving; so does the root).
+    static = NO_EVAL
+    use_improving = (options & OPT_IMPROVING) != 0
+    improving = 0
+    if not checked:
+        static = evaluate(kind, bb, sq, st, keys, ply, params, acc)
+        if use_improving:
+            improving = 1 if ply < 2 or evals[ply - 2] == NO_EVAL or static > evals[ply - 2] else 0
+    evals[ply] = static
+    shallow = not root and not pv_node and not checked and depth <= PRUNE_DEPTH
+    if (options & OPT_RFP) and shallow and beta < MATE_BOUND and beta > -MATE_BOUND \
+            and static - RFP_MARGIN * (depth - improving) >= beta:
+        return static  # reverse futility: so far above beta that no quiet search will bring it down
     if (options & OPT_NULL_MOVE) and not root and not pv_node and not checked and depth >= 3 \
             and undo[st[ST_PLY] - 1, U_MOVE] != NO_MOVE and beta < MATE_BOUND \
-            and non_pawn_pieces(bb, side) >= 2 and evaluate(kind, bb, sq, st, keys, ply, params, acc) >= beta:
+            and non_pawn_pieces(bb, side) >= 2 and static >= beta:
         # Null move: if passing still fails high, a real move would too. Not in zugzwang, where
         # passing is the best "move": likeliest with few pieces, hence at least two besides pawns
         # (Morphy's mate in two, a zugzwang against a lone bishop, is in the tests).
         reduction = 3 if depth >= 6 else 2
         make_null(st, keys, undo)
-        score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+        score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
                          params, acc, depth - 1 - reduction, -beta, -beta + 1, ply + 1)
         unmake_null(st, undo)
         if info[I_STOPPED]:
@@ -378,6 +483,14 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
     row_order = order[ply]
     _score_moves(sq, st, row_moves, row_order, n, hash_move, killers, history, ply)
 
+    # Quiet moves that do not give check are skipped, after the first move, at a shallow node whose
+    # static evaluation is far below alpha (futility) or once ``late`` moves were tried (late-move
+    # pruning; fewer where the evaluation is not improving).
+    futile = (options & OPT_FUTILITY) != 0 and shallow and alpha > -MATE_BOUND \
+        and static + FUTILITY_BASE + FUTILITY_MARGIN * depth <= alpha
+    late = K.MAX_MOVES
+    if (options & OPT_LMP) and shallow:
+        late = (3 + depth * depth) // (2 - improving) if use_improving else 3 + depth * depth
     alpha_start = alpha
     best = -INF
     best_move = NO_MOVE
@@ -386,25 +499,31 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         quiet = _tactical_value(sq, st, move) == 0
         killer = move == killers[ply, 0] or move == killers[ply, 1]
         make_move(bb, sq, st, keys, undo, move)
+        gives_check = in_check(bb, st)
+        if i > 0 and quiet and not gives_check and (futile or i >= late) and best > -MATE_BOUND:
+            unmake_move(bb, sq, st, undo)
+            continue
         if i == 0:
-            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
                              params, acc, depth - 1, -beta, -alpha, ply + 1)
         else:
             reduction = 0
             if (options & OPT_LMR) and depth >= 3 and i >= 3 and quiet and not killer and not checked \
-                    and not in_check(bb, st):
+                    and not gives_check:
                 reduction = LMR_TABLE[min(depth, 63), min(i, 63)]
                 if pv_node and reduction > 1:
                     reduction -= 1
+                if use_improving and not improving:
+                    reduction += 1
                 if reduction > depth - 2:
                     reduction = depth - 2
-            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
                              params, acc, depth - 1 - reduction, -alpha - 1, -alpha, ply + 1)
             if score > alpha and reduction > 0:
-                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
                                  params, acc, depth - 1, -alpha - 1, -alpha, ply + 1)
             if score > alpha and score < beta:
-                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
                                  params, acc, depth - 1, -beta, -alpha, ply + 1)
         unmake_move(bb, sq, st, undo)
         if info[I_STOPPED]:
@@ -461,8 +580,8 @@ def _keep_allowed(row, n, allowed, count):
 
 
 @njit(cache=True, nogil=True)
-def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info, params,
-                     acc, depth, previous, window):
+def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+                     params, acc, depth, previous, window):
     """One iteration of iterative deepening from the root: an aspiration window of ``window``
     centipawns around ``previous`` (from depth 4, not around mates), widened on each failure."""
     alpha = -INF
@@ -473,7 +592,7 @@ def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history,
         beta = min(previous + delta, INF)
     root = np.int64(0)  # a typed zero: a literal 0 would compile (and mis-cache) a specialisation
     while True:
-        score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, info,
+        score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
                         params, acc, depth, alpha, beta, root)
         if info[I_STOPPED]:
             return score
@@ -527,6 +646,20 @@ def score_to_uci(score: int) -> tuple[int | None, int | None]:
     return score, None
 
 
+def technique_set(changes: Mapping[str, bool] | None = None) -> frozenset[str]:
+    """``DEFAULT_TECHNIQUES`` with ``changes`` (name -> on) applied; ``ValueError`` names an
+    unknown technique."""
+    chosen = set(DEFAULT_TECHNIQUES)
+    for name, on in (changes or {}).items():
+        if name not in TECHNIQUES:
+            raise ValueError(f"unknown search technique {name!r} (known: {', '.join(TECHNIQUES)})")
+        if on:
+            chosen.add(name)
+        else:
+            chosen.discard(name)
+    return frozenset(chosen)
+
+
 class AlphaBeta:
     """The compiled search with its transposition table and scratch, reused move after move.
 
@@ -535,14 +668,15 @@ class AlphaBeta:
     ``FloatNNUE`` (quantised here) or ``QuantisedNNUE``. ``search`` holds no Python objects in the
     loop and runs the compiled iterations without the GIL; one search runs at a time. ``tt_mb`` sizes
     the table (rounded down to a power of two buckets); the table's pages are written here, so a large
-    table costs its time now rather than in the first search.
+    table costs its time now rather than in the first search. ``techniques`` switches the search's
+    techniques on or off by name (``TECHNIQUES``) from ``DEFAULT_TECHNIQUES``.
 
     From another thread, while ``search`` runs: ``abort`` (stop at the next node; the flag stays set
     until ``reset_abort``, so an abort that comes before the search starts is not lost) and
     ``retarget`` (new depth, node and time limits: a ``ponderhit``)."""
 
     def __init__(self, evaluation: str | FloatNNUE | QuantisedNNUE = "material", tt_mb: float = 16,
-                 null_move: bool = True, lmr: bool = True, window: int = 30) -> None:
+                 techniques: Mapping[str, bool] | None = None, window: int = 30) -> None:
         if isinstance(evaluation, str) and evaluation in EVALS:
             self.eval_name = evaluation
             self.info = np.zeros(INFO_SIZE, np.int64)
@@ -568,7 +702,9 @@ class AlphaBeta:
         self.pv_len = np.zeros(MAX_PLY, np.int64)  # [P]
         self.killers = np.zeros((MAX_PLY, 2), np.int32)  # [P, 2]
         self.history = np.zeros((2, 64, 64), np.int32)  # [side, from, to]
-        self.info[I_OPTIONS] = (OPT_NULL_MOVE if null_move else 0) | (OPT_LMR if lmr else 0)
+        self.evals = np.zeros(MAX_PLY, np.int64)  # [P] static evaluation by ply (NO_EVAL in check)
+        self.techniques = technique_set(techniques)
+        self.info[I_OPTIONS] = sum(TECHNIQUES[name] for name in self.techniques)
         self.window = window
         self.last_info = SearchInfo()
         self._max_depth = MAX_PLY - 8
@@ -674,8 +810,8 @@ class AlphaBeta:
                     info[I_ROOT_MOVES] = len(allowed) if (searchmoves or k > 0) else 0
                     info[I_SELDEPTH] = 0
                     score = search_iteration(p.bb, p.sq, p.st, p.keys, p.undo, self.moves, self.order, self.tt,
-                                             self.killers, self.history, self.pv, self.pv_len, info, self.params,
-                                             self.acc, iteration, scores[k], self.window)
+                                             self.killers, self.history, self.pv, self.pv_len, self.evals, info,
+                                             self.params, self.acc, iteration, scores[k], self.window)
                     if info[I_STOPPED]:
                         break
                     lines.append((int(score), [int(m) for m in self.pv[0, :self.pv_len[0]]], int(info[I_SELDEPTH])))

@@ -517,7 +517,8 @@ class AlphaBetaSearcher(Searcher):
         self.hash_mb = float(kwargs["hash_mb"])
         self.options = OptionTable([replace(HASH, default=max(1, round(self.hash_mb))), MULTIPV, MOVE_OVERHEAD,
                                     PONDER], ignored=AB_OPTIONS.ignored)
-        self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb)
+        self.techniques: dict[str, bool] = kwargs["techniques"]
+        self.alphabeta = AlphaBeta(self.evaluation, tt_mb=self.hash_mb, techniques=self.techniques)
         self._table_mb = self.hash_mb
         self._clear = False
         self._warm = False

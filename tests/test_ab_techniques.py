@@ -1,0 +1,103 @@
+"""The alpha-beta search's switchable techniques: static exchange evaluation, the pruning each
+technique does, the answers that must survive it, and how specs and callers switch them."""
+
+import chess
+import pytest
+
+from alphazero.bench.positions import MIDDLEGAMES
+from alphazero.board.position import Position, move_from_chess
+from alphazero.search import alphabeta as A
+from alphazero.search.ab_player import parse_ab_spec
+from alphazero.search.alphabeta import DEFAULT_TECHNIQUES, TECHNIQUES, AlphaBeta, see, technique_set
+
+ALL_ON = {name: True for name in TECHNIQUES}
+
+
+@pytest.mark.parametrize("fen,uci,value", [
+    # an undefended pawn; the same pawn defended by a pawn (pawn for pawn)
+    ("4k3/8/8/3p4/4P3/8/8/4K3 w - - 0 1", "e4d5", 100),
+    ("4k3/8/2p5/3p4/4P3/8/8/4K3 w - - 0 1", "e4d5", 0),
+    # a queen takes a pawn a pawn defends: 100 - 900
+    ("4k3/8/2p5/3p4/8/8/3Q4/4K3 w - - 0 1", "d2d5", 100 - 900),
+    # the knight takes a pawn the bishop defends, behind which the queen x-rays (chessprogramming's example)
+    ("1k1r3q/1ppn3p/p4b2/4p3/8/P2N2P1/1PP1R1BP/2K1Q3 w - - 0 1", "d3e5", 100 - 320),
+    # a rook takes a pawn a rook defends, with the second rook x-raying through the first: +100 net
+    ("3r2k1/8/8/3p4/8/8/3R4/3R2K1 w - - 0 1", "d2d5", 100),
+    # the same without the second rook: the rook is lost for the pawn
+    ("3r2k1/8/8/3p4/8/8/3R4/6K1 w - - 0 1", "d2d5", 100 - 500),
+    # en passant takes the pawn beside, not the empty square
+    ("4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 1", "e5d6", 100),
+    # a king takes an undefended rook, and recaptures an undefended queen's taker; not a defended one
+    ("3k4/8/8/8/8/8/3r4/3QK3 w - - 0 1", "e1d2", 500),
+    ("3k4/8/8/8/8/8/3r4/3QK3 b - - 0 1", "d2d1", 900 - 500),
+    ("3k4/8/8/8/8/8/3r1n2/3QK3 b - - 0 1", "d2d1", 900),  # the knight on f2 guards d1 from the king
+    # a promotion that captures: a rook taken and a pawn turned queen, then the queen lost to the king
+    ("1r5k/P7/8/8/8/8/8/6K1 w - - 0 1", "a7b8q", 500 + 900 - 100),
+    ("1r6/P1k5/8/8/8/8/8/6K1 w - - 0 1", "a7b8q", 500 + 900 - 100 - 900),
+    # a quiet move to a square nobody attacks
+    ("4k3/8/8/8/8/8/8/R3K3 w - - 0 1", "a1a5", 0),
+])
+def test_see_is_the_exchange_hand_computed(fen, uci, value):
+    position = Position.from_fen(fen)
+    move = chess.Move.from_uci(uci)
+    assert move in chess.Board(fen).legal_moves
+    assert see(position.bb, position.sq, position.st, move_from_chess(move)) == value
+
+
+def test_technique_set_applies_changes_to_the_defaults():
+    assert technique_set() == DEFAULT_TECHNIQUES
+    assert technique_set({"lmr": False}) == DEFAULT_TECHNIQUES - {"lmr"}
+    assert technique_set(ALL_ON) == frozenset(TECHNIQUES)
+    with pytest.raises(ValueError, match="unknown search technique 'speed'"):
+        technique_set({"speed": True})
+    search = AlphaBeta(tt_mb=1, techniques={"nullmove": False, "lmp": True})
+    assert search.info[A.I_OPTIONS] == sum(TECHNIQUES[name] for name in (DEFAULT_TECHNIQUES - {"nullmove"}) | {"lmp"})
+
+
+def test_spec_switches_techniques():
+    from alphazero.judge.players import make_player
+
+    assert parse_ab_spec("ab:material?lmp=1&nullmove=off")["techniques"] == {"lmp": True, "nullmove": False}
+    player = make_player("ab:material?depth=2&rfp=1&checkext=0")
+    assert player.search.techniques == (DEFAULT_TECHNIQUES | {"rfp"}) - {"checkext"}
+    for spec, message in [("ab:material?lmp=2", "lmp='2' must be 1 or 0"),
+                          ("ab:material?lmp=1&lmp=0", "lmp is given twice")]:
+        with pytest.raises(ValueError, match="player spec") as error:
+            make_player(spec)
+        assert message in str(error.value)
+
+
+def _nodes_to_depth(techniques, depth=6):
+    search = AlphaBeta(tt_mb=4, techniques=techniques)
+    total = 0
+    for fen in MIDDLEGAMES:
+        search.clear()
+        _, info = search.search(chess.Board(fen), depth=depth)
+        total += info.nodes
+    return total
+
+
+def test_each_pruning_shrinks_the_tree_and_check_extension_grows_it():
+    """Each switch reaches the compiled search: pruning searches fewer nodes to the same depth than
+    the search without it, the check extension more (forcing lines are searched deeper)."""
+    base = _nodes_to_depth({})
+    for name in ("rfp", "futility", "lmp", "qsee"):
+        assert _nodes_to_depth({name: True}) < 0.9 * base, name
+    assert _nodes_to_depth({"checkext": False}) < base
+    # "improving" only changes the others: more pruning where the evaluation did not improve
+    pruned = {"rfp": True, "lmp": True}
+    assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth(pruned)
+
+
+@pytest.mark.parametrize("fen,best,mate", [
+    ("6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1", "d1d8", 1),
+    ("kbK5/pp6/1P6/8/8/8/8/R7 w - - 0 1", "a1a6", 2),  # Morphy: a quiet first move, then zugzwang
+])
+def test_forced_wins_survive_every_technique(fen, best, mate):
+    """With every technique on, the quiet moves that win are still found: pruning acts only far from
+    the window, never on a move that gives check, never on the first move, never near a mate."""
+    search = AlphaBeta(tt_mb=4, techniques=ALL_ON)
+    move, info = search.search(chess.Board(fen), depth=7)
+    assert move.uci() == best
+    if mate is not None:
+        assert info.mate == mate
