@@ -97,7 +97,8 @@ MATE_BOUND = MATE - MAX_PLY
  I_ROOT_MOVES) = range(11)
 INFO_SIZE = 16
 ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
-OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING = 1, 2, 4, 8, 16, 32, 64, 128
+(OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING,
+ OPT_SEE_ORDER) = 1, 2, 4, 8, 16, 32, 64, 128, 256
 
 # The search's switchable techniques (``AlphaBeta(techniques=...)``, ``ab:`` spec keys), each a bit of
 # ``info[I_OPTIONS]``. DEFAULT_TECHNIQUES are those on unless a caller says otherwise: each one kept
@@ -112,6 +113,7 @@ TECHNIQUES = {
     "lmp": OPT_LMP,  # late-move pruning: a shallow node skips the quiet moves late in its order
     "qsee": OPT_QSEE,  # quiescence skips captures that lose material by static exchange evaluation
     "improving": OPT_IMPROVING,  # prune and reduce more where the static evaluation fell since our last move
+    "seeorder": OPT_SEE_ORDER,  # captures that lose material by static exchange are tried after the quiet moves
 }
 DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext"})
 
@@ -137,6 +139,7 @@ _TACTICAL = 1 << 26
 _KILLER = 1 << 25
 _HISTORY_CAP = 1 << 24
 _UNDER_PROMOTION = -(1 << 20)
+_BAD_CAPTURE = -(1 << 16)  # after every quiet move (history >= 0), before under-promotions
 
 # Late-move reductions by [depth, move index]: the usual log * log shape.
 LMR_TABLE = np.zeros((64, 64), np.int64)
@@ -309,7 +312,7 @@ def see(bb, sq, st, move):
 
 
 @njit(cache=True)
-def _score_moves(sq, st, moves, order, n, hash_move, killers, history, ply):
+def _score_moves(bb, sq, st, moves, order, n, hash_move, killers, history, ply, see_order):
     side = st[ST_SIDE]
     for i in range(n):
         move = moves[i]
@@ -319,6 +322,8 @@ def _score_moves(sq, st, moves, order, n, hash_move, killers, history, ply):
         value = _tactical_value(sq, st, move)
         if value > 0:
             order[i] = _TACTICAL + value
+            if see_order and sq[(move >> 6) & 63] != EMPTY and see(bb, sq, st, move) < 0:
+                order[i] = _BAD_CAPTURE + value
         elif value < 0:
             order[i] = value
         elif move == killers[ply, 0]:
@@ -481,7 +486,8 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         n = _keep_allowed(moves[ply], n, moves[ROOT_ROW], info[I_ROOT_MOVES])
     row_moves = moves[ply]
     row_order = order[ply]
-    _score_moves(sq, st, row_moves, row_order, n, hash_move, killers, history, ply)
+    _score_moves(bb, sq, st, row_moves, row_order, n, hash_move, killers, history, ply,
+                 (options & OPT_SEE_ORDER) != 0)
 
     # Quiet moves that do not give check are skipped, after the first move, at a shallow node whose
     # static evaluation is far below alpha (futility) or once ``late`` moves were tried (late-move
