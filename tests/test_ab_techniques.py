@@ -52,14 +52,15 @@ def test_technique_set_applies_changes_to_the_defaults():
         technique_set({"speed": True})
     search = AlphaBeta(tt_mb=1, techniques={"nullmove": False, "lmp": True})
     assert search.info[A.I_OPTIONS] == sum(TECHNIQUES[name] for name in (DEFAULT_TECHNIQUES - {"nullmove"}) | {"lmp"})
+    assert {"nullmove", "lmr", "checkext"} <= DEFAULT_TECHNIQUES  # the search's long-standing core
 
 
 def test_spec_switches_techniques():
     from alphazero.judge.players import make_player
 
     assert parse_ab_spec("ab:material?lmp=1&nullmove=off")["techniques"] == {"lmp": True, "nullmove": False}
-    player = make_player("ab:material?depth=2&rfp=1&checkext=0")
-    assert player.search.techniques == (DEFAULT_TECHNIQUES | {"rfp"}) - {"checkext"}
+    player = make_player("ab:material?depth=2&lmp=1&checkext=0")
+    assert player.search.techniques == (DEFAULT_TECHNIQUES | {"lmp"}) - {"checkext"}
     for spec, message in [("ab:material?lmp=2", "lmp='2' must be 1 or 0"),
                           ("ab:material?lmp=1&lmp=0", "lmp is given twice")]:
         with pytest.raises(ValueError, match="player spec") as error:
@@ -80,13 +81,13 @@ def _nodes_to_depth(techniques, depth=6):
 def test_each_pruning_shrinks_the_tree_and_check_extension_grows_it():
     """Each switch reaches the compiled search: pruning searches fewer nodes to the same depth than
     the search without it, the check extension more (forcing lines are searched deeper)."""
-    base = _nodes_to_depth({})
     for name in ("rfp", "futility", "lmp", "qsee"):
-        assert _nodes_to_depth({name: True}) < 0.9 * base, name
-    assert _nodes_to_depth({"checkext": False}) < base
+        assert _nodes_to_depth({name: True}) < 0.9 * _nodes_to_depth({name: False}), name
+    assert _nodes_to_depth({"checkext": False}) < _nodes_to_depth({"checkext": True})
+    assert _nodes_to_depth({"seeorder": True}) != _nodes_to_depth({"seeorder": False})  # another order, another tree
     # "improving" only changes the others: more pruning where the evaluation did not improve
     pruned = {"rfp": True, "lmp": True}
-    assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth(pruned)
+    assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth({**pruned, "improving": False})
 
 
 @pytest.mark.parametrize("fen,best,mate", [
