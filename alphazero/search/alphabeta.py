@@ -115,7 +115,7 @@ TECHNIQUES = {
     "improving": OPT_IMPROVING,  # prune and reduce more where the static evaluation fell since our last move
     "seeorder": OPT_SEE_ORDER,  # captures that lose material by static exchange are tried after the quiet moves
 }
-DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "qsee"})
+DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee"})
 
 # Margins of the shallow-depth pruning, centipawns (PeSTO's scale: a pawn is about 100).
 PRUNE_DEPTH = 6  # reverse futility, futility and late-move pruning act at depth <= this
