@@ -102,3 +102,9 @@ def test_forced_wins_survive_every_technique(fen, best, mate):
     assert move.uci() == best
     if mate is not None:
         assert info.mate == mate
+
+
+def test_the_command_line_help_names_every_technique():
+    from commands.options import PLAYER_SPECS
+
+    assert "TECHNIQUE: " + ", ".join(TECHNIQUES) + ")" in PLAYER_SPECS
