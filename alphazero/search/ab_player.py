@@ -3,8 +3,8 @@
 Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB&TECHNIQUE=0|1``
 (``alphazero.judge.players.make_player`` hands it here) and the player that answers
 ``choose_moves``. ``EVAL`` is an evaluation name (``material``) or else the path of an NNUE file
-(what ``alphazero nnue train --out`` wrote, whatever its name), searched with the quantised network; a missing file or a file of another kind (a
-policy/value ``.pt``) is an ``InputError`` naming the spec. Knows nothing of torch, so it does not
+(what ``alphazero nnue train --out`` wrote, whatever its name), searched with the quantised network;
+a missing file or a file of another kind (a policy/value ``.pt``) is an ``InputError`` naming the spec. Knows nothing of torch, so it does not
 import ``alphazero.judge.players`` (which does); it satisfies that module's ``Player`` protocol.
 
 Each name of ``alphabeta.TECHNIQUES`` (``lmp``, ``rfp``, ...) turns that technique of the search on (1)

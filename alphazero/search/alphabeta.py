@@ -505,7 +505,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         quiet = _tactical_value(sq, st, move) == 0
         killer = move == killers[ply, 0] or move == killers[ply, 1]
         make_move(bb, sq, st, keys, undo, move)
-        gives_check = in_check(bb, st)
+        gives_check = i > 0 and quiet and in_check(bb, st)  # asked only where pruning or LMR may act
         if i > 0 and quiet and not gives_check and (futile or i >= late) and best > -MATE_BOUND:
             unmake_move(bb, sq, st, undo)
             continue
