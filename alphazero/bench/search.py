@@ -113,9 +113,9 @@ def search_overhead_us_per_sim(seconds: float = 3.0, moves: int = 16) -> float:
 def network_search(engine: str, network_config: Any, positions: str = "middlegame", games: int = 48,
                    sims: int = 32, moves: int = 3, search_config: SearchConfig | None = None,
                    threads: int | None = 1, device: str = "cpu") -> dict:
-    """Simulations per CPU second with a (random-weight) network of ``network_config`` on ``threads`` torch
-    threads (None: as set), and the raw network's positions per second at the same batch (``of_network``:
-    the search's share of it)."""
+    """Simulations per CPU second (per wall second on a GPU) with a (random-weight) network of
+    ``network_config`` on ``threads`` torch threads (None: as set), and the raw network's positions per
+    second at the same batch, ``games`` x ``leaves_per_game`` (``of_network``: the search's share of it)."""
     import torch
 
     from alphazero.nets.evaluator import NetworkEvaluator
@@ -125,7 +125,8 @@ def network_search(engine: str, network_config: Any, positions: str = "middlegam
         torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = search_config or SearchConfig(num_simulations=sims)
-    evaluator = NetworkEvaluator.for_search(PolicyValueNet(network_config).eval(), config, device=device)
+    evaluator = NetworkEvaluator.for_search(PolicyValueNet(network_config).eval(), config, device=device,
+                                            max_batch=games * config.leaves_per_game)
     boards = start_boards(positions, games)
     if engine == "compiled":
         search: Any = CompiledMCTS(evaluator, config)
@@ -133,15 +134,23 @@ def network_search(engine: str, network_config: Any, positions: str = "middlegam
     else:
         search = MCTS(evaluator, config)
         tree_fn = GameTree
-    run_workload(search, tree_fn, boards[:2], 4, 2, config.reuse_tree)
-    figures = _figures(run_workload(search, tree_fn, boards, sims, moves, config.reuse_tree))
-    planes = encoding.encode_boards(boards)
+    # Warm up on every game: the forest grows to its size (copying every slot at each doubling) in the
+    # first searches of a new set of games, which a long self-play run pays once, not every move.
+    run_workload(search, tree_fn, boards, 4, 2, config.reuse_tree)
+    run = run_workload(search, tree_fn, start_boards(positions, games), sims, moves, config.reuse_tree)
+    figures = _figures(run)
+    # On the CPU a rate is per CPU second of this thread; on a GPU per wall second (the GPU's time is
+    # not the process's, and the search waits for it).
+    clock = time.process_time if device == "cpu" else time.perf_counter
+    if device != "cpu":
+        figures["sims_per_s"] = round(run["simulations"] / run["wall_s"])
+    planes = encoding.encode_boards(start_boards(positions, games * config.leaves_per_game))
     evaluator.forward(planes)
-    started, calls = time.process_time(), 0
-    while time.process_time() - started < 2.0:
+    started, calls = clock(), 0
+    while clock() - started < 2.0:
         evaluator.forward(planes)
         calls += 1
-    figures["net_positions_per_s"] = round(calls * len(planes) / (time.process_time() - started))
+    figures["net_positions_per_s"] = round(calls * len(planes) / (clock() - started))
     figures["of_network"] = round(figures["sims_per_s"] / figures["net_positions_per_s"], 3)
     return figures
 
