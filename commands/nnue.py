@@ -34,6 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--l1", type=int, help="accumulator width (default 128)")
     train.add_argument("--l2", type=int, help="hidden layer width of the layered net (default 32)")
     train.add_argument("--activation", choices=ACTIVATIONS, help="default crelu")
+    train.add_argument("--buckets", type=int, metavar="K",
+                       help="output buckets by material (bullet's MaterialCount): K output rows, a position's row "
+                            "chosen by its number of men (default 1: none; 8 is bullet's usual)")
     train.add_argument("--loss", choices=LOSSES,
                        help="sigmoid-mse (bullet: score/result blend), score (thesis target-score loss), pqr "
                             "(thesis PQR triples; with --init, fine-tuning)")
@@ -61,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train.set_defaults(func=run)
 
 
-OPTIONS = ("features", "arch", "l1", "l2", "activation", "loss", "wdl_lambda", "epochs", "lr", "lr_decay", "batch_size",
+OPTIONS = ("features", "arch", "l1", "l2", "activation", "buckets", "loss", "wdl_lambda", "epochs", "lr", "lr_decay", "batch_size",
            "held_out", "threads", "seed", "init", "cache_dir")
 """``TrainOptions`` fields the parser fills only when given (None: the trainer's default)."""
 

@@ -20,6 +20,8 @@ from alphazero.nets.nnue_file import (
     FloatNNUE,
     expected_shapes,
     load_nnue,
+    output_bucket,
+    output_buckets,
     quantise,
     random_nnue,
     save_nnue,
@@ -44,20 +46,38 @@ def _positions(count: int, seed: int = 0) -> list[chess.Board]:
     return boards[:count]
 
 
+@pytest.mark.parametrize("buckets", [1, 8])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_round_trip_keeps_arrays_and_meta(tmp_path, arch):
-    net = random_nnue("all+pv", arch, l1=16, l2=4, activation="screlu", seed=3)
+def test_round_trip_keeps_arrays_and_meta(tmp_path, arch, buckets):
+    net = random_nnue("all+pv", arch, l1=16, l2=4, activation="screlu", seed=3, buckets=buckets)
     meta = dict(net.meta, training={"epochs": 2, "loss": 0.1})
     path = tmp_path / "any-name.bin"  # the path is whatever the trainer was told
     save_nnue(path, net.arrays, meta)
     loaded = load_nnue(path)
-    assert set(loaded.arrays) == set(expected_shapes(arch, 768 + 1152, 16, 4 if arch == "layered" else 0))
+    shapes = expected_shapes(arch, 768 + 1152, 16, 4 if arch == "layered" else 0, buckets)
+    assert set(loaded.arrays) == set(shapes)
+    assert shapes["out_bias"] == (buckets,) and len(shapes["out_weight"]) == (1 if buckets == 1 else 2)
     for name, array in net.arrays.items():
         assert loaded.arrays[name].dtype == np.float32 and np.array_equal(loaded.arrays[name], array)
-    assert loaded.meta["kind"] == "nnue" and loaded.meta["format_version"] == NNUE_FORMAT_VERSION
+    # A net without buckets stays a version-1 file, which programs from before buckets still read.
+    assert loaded.meta["kind"] == "nnue" and loaded.meta["format_version"] == (1 if buckets == 1 else NNUE_FORMAT_VERSION)
+    assert loaded.buckets == buckets
     assert loaded.meta["training"] == {"epochs": 2, "loss": 0.1} and loaded.features.spec == "all+pv"
     assert loaded.l2 == (4 if arch == "layered" else 0) and loaded.scale == 400
     assert list(tmp_path.iterdir()) == [path]  # written atomically: no temp file left beside it
+
+
+def test_output_buckets_split_the_men_on_the_board_as_bullets_material_count():
+    # bullet's MaterialCount<K>: (men - 2) / ceil(32 / K); eight buckets of four men each
+    table = {2: 0, 5: 0, 6: 1, 9: 1, 10: 2, 17: 3, 18: 4, 29: 6, 30: 7, 32: 7}
+    assert {men: output_bucket(men, 8) for men in table} == table
+    assert [output_bucket(men, 3) for men in (2, 12, 13, 23, 24, 32)] == [0, 0, 1, 1, 2, 2]  # ceil(32 / 3) = 11
+    assert {output_bucket(men, 1) for men in range(2, 33)} == {0}
+    assert output_buckets(np.array(list(table)), 8).tolist() == list(table.values())
+    net = random_nnue("all", "perspective", l1=8, buckets=8, seed=1)
+    assert net.bucket(32) == 7 and net.bucket(3) == 0
+    with pytest.raises(ValueError, match="number of pieces"):
+        net.bucket(None)
 
 
 def test_save_canonicalises_the_feature_spec_and_takes_float64(tmp_path):
@@ -79,6 +99,9 @@ def test_save_canonicalises_the_feature_spec_and_takes_float64(tmp_path):
     (lambda a, m: m.update(features="all+zz"), "unknown block 'zz'"),
     (lambda a, m: m.update(scale=-1), "meta 'scale' must be a positive number"),
     (lambda a, m: m.update(kind="policy-value"), "meta kind 'policy-value'"),
+    (lambda a, m: m.update(buckets=8), "out_weight has shape [16], expected [8, 16]"),
+    (lambda a, m: m.update(buckets=0), "meta 'buckets' must be a positive integer"),
+    (lambda a, m: m.update(buckets=33), "meta 'buckets' must be at most 32"),
 ])
 def test_save_refuses_arrays_that_disagree_with_the_meta(tmp_path, change, message):
     net = random_nnue("all", "perspective", l1=8)

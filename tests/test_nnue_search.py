@@ -18,13 +18,15 @@ SPECIAL = "r3k2r/1P4p1/8/3pP3/8/8/1p4P1/R3K2R w KQkq d6 0 1"
 KIWIPETE = "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1"
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1"
 
-NETS = [  # features, arch, activation, factor on the transformer's weights
-    ("all", "perspective", "crelu", 1.0),
-    ("ka", "perspective", "screlu", 1.0),
-    ("all+pv", "layered", "crelu", 1.0),
-    ("all", "simple", "screlu", 1.0),
-    ("h+v+d1+d2+ph+mb+mc", "layered", "screlu", 1.0),
-    ("all", "perspective", "crelu", 300.0),  # accumulators that wrap around int16: still equal
+NETS = [  # features, arch, activation, factor on the transformer's weights, output buckets
+    ("all", "perspective", "crelu", 1.0, 1),
+    ("ka", "perspective", "screlu", 1.0, 1),
+    ("all+pv", "layered", "crelu", 1.0, 1),
+    ("all", "simple", "screlu", 1.0, 1),
+    ("h+v+d1+d2+ph+mb+mc", "layered", "screlu", 1.0, 1),
+    ("all", "perspective", "crelu", 300.0, 1),  # accumulators that wrap around int16: still equal
+    ("all", "perspective", "crelu", 1.0, 8),  # bullet's eight output buckets by material
+    ("all+pv", "layered", "screlu", 1.0, 3),
 ]
 
 
@@ -43,8 +45,9 @@ def _kind(board: chess.Board, move: chess.Move) -> str | None:
 
 
 def _reference(q, position: Position) -> int:
-    stm, nstm = reference_features(position.to_board(), q.features)
-    return max(-EVAL_LIMIT, min(EVAL_LIMIT, q.evaluate(stm, nstm)))
+    board = position.to_board()
+    stm, nstm = reference_features(board, q.features)
+    return max(-EVAL_LIMIT, min(EVAL_LIMIT, q.evaluate(stm, nstm, chess.popcount(board.occupied))))
 
 
 def _rows_are_their_lists(q, params, acc) -> int:
@@ -61,17 +64,19 @@ def _rows_are_their_lists(q, params, acc) -> int:
     return checked
 
 
-@pytest.mark.parametrize("features,arch,activation,factor", NETS)
-def test_compiled_evaluation_equals_the_reference_at_every_node(features, arch, activation, factor):
+@pytest.mark.parametrize("features,arch,activation,factor,buckets", NETS)
+def test_compiled_evaluation_equals_the_reference_at_every_node(features, arch, activation, factor, buckets):
     """Random walks that move down (moves and null moves) and back up as a search does, evaluating at
-    some plies and skipping others: every evaluation equals the numpy quantised reference exactly."""
-    net = random_nnue(features, arch, l1=16, l2=4, activation=activation, seed=11)
+    some plies and skipping others: every evaluation equals the numpy quantised reference exactly
+    (with output buckets, through the row of each position's material)."""
+    net = random_nnue(features, arch, l1=16, l2=4, activation=activation, seed=11, buckets=buckets)
     net = FloatNNUE.from_arrays(dict(net.arrays, ft_weight=net.arrays["ft_weight"] * factor), net.meta)
     q = quantise(net)
     assert (q.accumulator_bound > 32767) == (factor > 1)
     params = pack(q)
     rng = np.random.default_rng(5)
     seen: dict[str, int] = {}
+    rows_used: set[int] = set()
     evaluated = 0
     for fen in [SPECIAL, KIWIPETE, chess.STARTING_FEN, SPECIAL]:
         position = Position.from_fen(fen)
@@ -112,9 +117,11 @@ def test_compiled_evaluation_equals_the_reference_at_every_node(features, arch, 
                 got = evals.evaluate(evals.EVAL_NNUE, position.bb, position.sq, position.st, position.keys, ply,
                                      params, acc)
                 assert got == _reference(q, position), position.fen()
+                rows_used.add(q.bucket(chess.popcount(position.to_board().occupied)))
                 evaluated += 1
         assert _rows_are_their_lists(q, params, acc) > 0
     assert evaluated > 100
+    assert len(rows_used) >= min(buckets, 3), rows_used  # the walks reach several buckets (12 to 32 men)
     assert {"castling", "en passant", "promotion", "king move", "capture"} <= set(seen), seen
 
 

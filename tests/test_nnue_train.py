@@ -21,7 +21,7 @@ from alphazero.learn.positions import split_held_out
 from alphazero.learn.replay import write_shard
 from alphazero.nets.features import batch_features, parse_features
 from alphazero.nets.nnue import NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
-from alphazero.nets.nnue_file import load_nnue, save_nnue
+from alphazero.nets.nnue_file import load_nnue, output_bucket, save_nnue
 from alphazero.search.records import GameRecord
 from alphazero.search.selfplay import game_pgn
 from commands.main import build_parser, main
@@ -118,25 +118,40 @@ def test_pqr_loss_is_the_thesis_formula_and_wants_r_above_q_and_p_equal_minus_q(
 # ---- the net and its file -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arch, activation", [("simple", "crelu"), ("perspective", "screlu"), ("layered", "crelu")])
-def test_the_torch_net_saved_and_loaded_evaluates_as_the_numpy_reference(tmp_path, arch, activation) -> None:
+@pytest.mark.parametrize("arch, activation, buckets", [("simple", "crelu", 1), ("perspective", "screlu", 1),
+                                                       ("layered", "crelu", 1), ("perspective", "crelu", 8),
+                                                       ("layered", "screlu", 3)])
+def test_the_torch_net_saved_and_loaded_evaluates_as_the_numpy_reference(tmp_path, arch, activation, buckets) -> None:
     fs = parse_features("all+pv")
     torch.manual_seed(1)
-    net = NNUENet(NNUEConfig(features=fs.spec, num_features=fs.size, arch=arch, l1=8, l2=4, activation=activation))
+    net = NNUENet(NNUEConfig(features=fs.spec, num_features=fs.size, arch=arch, l1=8, l2=4, activation=activation,
+                             buckets=buckets))
     with torch.no_grad():
         net.ft_bias.uniform_(0.0, 0.5)
     path = tmp_path / "net.npz"
     save_nnue(path, net.to_arrays(), {**net.config.meta(), "training": {}})
     loaded = load_nnue(path)
+    assert loaded.buckets == buckets
     again = NNUENet.from_arrays(loaded.arrays, net.config)
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 0 3")
-    for position in (board, board.mirror(), chess.Board()):
+    endgame = chess.Board("8/5k2/8/3p4/8/2K5/4R3/8 w - - 0 1")  # 4 men: bucket 0 of 8 or of 3
+    rows = []
+    for position in (board, board.mirror(), chess.Board(), endgame, endgame.mirror()):
         inputs = features_of(position, fs.spec)
+        pieces = chess.popcount(position.occupied)
+        bucket = torch.tensor([output_bucket(pieces, buckets)])
         with torch.no_grad():
-            y = float(net(*inputs))
-            assert float(again(*inputs)) == y
+            y = float(net(*inputs, bucket=bucket))
+            assert float(again(*inputs, bucket=bucket)) == y
+            rows.append([float(net(*inputs, bucket=torch.tensor([k]))) for k in range(buckets)])
         stm, nstm = batch_features([position], fs).position(0)
-        assert loaded.logit(stm, nstm) == pytest.approx(y, abs=1e-5)
+        assert loaded.logit(stm, nstm, pieces) == pytest.approx(y, abs=1e-5)
+    if buckets > 1:
+        assert len({round(y, 6) for y in rows[0]}) == buckets  # each row its own output, and the bucket picks one
+        with pytest.raises(ValueError, match="bucket"):
+            net(*features_of(board, fs.spec))
+        with pytest.raises(ValueError, match="number of pieces"):
+            loaded.logit(stm, nstm)
 
 
 # ---- data ---------------------------------------------------------------------------------------
@@ -274,6 +289,32 @@ def test_train_on_a_label_csv_writes_a_net_metrics_plot_and_a_cache(tmp_path, ca
     code, summary, text = nnue_train(capsys, "--data", str(data), "--out", str(tmp_path / "other.npz"), "--epochs", "1",
                                      "--cache-dir", str(tmp_path / "nnue-cache"), *SMALL)
     assert code == 0 and summary["cached"] is True, text
+
+
+def test_a_net_with_output_buckets_trains_and_plays(tmp_path, capsys) -> None:
+    """--buckets 4: the trainer feeds each position's bucket (from its men), the file keeps the four
+    rows, and the alpha-beta player searches with it (each row reached: the data spans the game)."""
+    from alphazero.learn.nnue_data import count_pieces
+    from alphazero.search.ab_player import make_ab_player
+
+    data = evals_head(tmp_path / "evals.csv", 400)
+    fens = [line.split(",", 1)[0] for line in data.read_text().splitlines()[1:]]
+    assert len({output_bucket(count_pieces(fen), 4) for fen in fens}) == 4
+    out = tmp_path / "net.npz"
+    code, summary, text = nnue_train(capsys, "--data", str(data), "--out", str(out), "--epochs", "3", "--lr", "3e-3",
+                                     "--buckets", "4", *SMALL)
+    assert code == 0, text
+    assert summary["final"]["train_loss"] < summary["initial"]["held_out_loss"]
+    nnue = load_nnue(out)
+    assert nnue.buckets == 4 and nnue.arrays["out_weight"].shape == (4, 32) and nnue.meta["format_version"] == 2
+    assert "1 of 4 buckets" in summary["net"]
+    endgame, middlegame = chess.Board("8/5k2/8/3p4/8/2K5/4R3/8 w - - 0 1"), chess.Board(LABEL_ROWS[2][0])
+    player = make_ab_player(f"ab:{out}?depth=3")
+    for board, move in zip((endgame, middlegame), player.choose_moves([endgame, middlegame])):
+        assert move in board.legal_moves
+    player.close()
+    code, _, text = nnue_train(capsys, "--data", str(data), "--out", str(tmp_path / "bad.npz"), "--buckets", "0", *SMALL)
+    assert code == 2 and "buckets must be between 1 and 32" in text
 
 
 def test_train_from_label_columns_pgn_and_replay_together(tmp_path, capsys) -> None:

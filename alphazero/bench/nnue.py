@@ -30,7 +30,7 @@ def synthetic_positions(num_positions: int, num_features: int = 768, seed: int =
         return np.sort(np.where(keep, chosen, num_features), axis=1)[keep].astype(np.int32), offsets
 
     stm, nstm = rows(), rows()
-    features = FeatureRows(stm[0], stm[1], nstm[0], nstm[1])
+    features = FeatureRows(stm[0], stm[1], nstm[0], nstm[1], np.diff(stm[1]).astype(np.uint8))
     score = rng.normal(0.0, 300.0, num_positions).astype(np.float32)
     result = rng.integers(-1, 2, num_positions).astype(np.float32)
     return PositionData(features, score, result, np.arange(num_positions, dtype=np.int64),

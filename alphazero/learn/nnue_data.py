@@ -81,7 +81,9 @@ from alphazero.learn import bullet_text
 from alphazero.learn.bullet_text import looks_like_bullet
 from alphazero.learn.positions import has_legal_move, position_and_move, raise_bad, read_pgn_games
 
-DATA_FORMAT_VERSION = 2  # 2: positions carry a noisy flag (in check, or the move that follows takes or promotes)
+# 2: positions carry a noisy flag (in check, or the move that follows takes or promotes); 3: and their
+# number of men (``FeatureRows.pieces``, for output buckets)
+DATA_FORMAT_VERSION = 3
 SCORE_COLUMNS = ("score_cp", "cp_stm", "cp")
 CHUNK = 4096  # positions featurised per batch_features call (bounded memory)
 
@@ -118,12 +120,14 @@ def _concat_csr(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
 
 @dataclass
 class FeatureRows:
-    """Both perspectives' active features of P positions (CSR, module docstring)."""
+    """Both perspectives' active features of P positions (CSR, module docstring), and how many men
+    each position has (kings included: what picks a net's output bucket)."""
 
     stm_index: np.ndarray  # int32 [T]
     stm_offsets: np.ndarray  # int64 [P + 1]
     nstm_index: np.ndarray  # int32 [T']
     nstm_offsets: np.ndarray  # int64 [P + 1]
+    pieces: np.ndarray  # uint8 [P]
 
     @property
     def num_positions(self) -> int:
@@ -132,24 +136,35 @@ class FeatureRows:
     def take(self, rows: np.ndarray) -> "FeatureRows":
         stm = _gather(self.stm_index, self.stm_offsets, rows)
         nstm = _gather(self.nstm_index, self.nstm_offsets, rows)
-        return FeatureRows(stm[0], stm[1], nstm[0], nstm[1])
+        return FeatureRows(stm[0], stm[1], nstm[0], nstm[1], self.pieces[rows])
 
     @staticmethod
     def concat(parts: Sequence["FeatureRows"]) -> "FeatureRows":
         stm = _concat_csr([(p.stm_index, p.stm_offsets) for p in parts])
         nstm = _concat_csr([(p.nstm_index, p.nstm_offsets) for p in parts])
-        return FeatureRows(stm[0], stm[1], nstm[0], nstm[1])
+        pieces = np.concatenate([p.pieces for p in parts]) if parts else np.zeros(0, np.uint8)
+        return FeatureRows(stm[0], stm[1], nstm[0], nstm[1], pieces)
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}stm_index": self.stm_index, f"{prefix}stm_offsets": self.stm_offsets,
-                f"{prefix}nstm_index": self.nstm_index, f"{prefix}nstm_offsets": self.nstm_offsets}
+                f"{prefix}nstm_index": self.nstm_index, f"{prefix}nstm_offsets": self.nstm_offsets,
+                f"{prefix}pieces": self.pieces}
 
     @staticmethod
     def from_arrays(arrays: dict[str, np.ndarray], prefix: str) -> "FeatureRows":
         return FeatureRows(arrays[f"{prefix}stm_index"].astype(np.int32, copy=False),
                            arrays[f"{prefix}stm_offsets"].astype(np.int64, copy=False),
                            arrays[f"{prefix}nstm_index"].astype(np.int32, copy=False),
-                           arrays[f"{prefix}nstm_offsets"].astype(np.int64, copy=False))
+                           arrays[f"{prefix}nstm_offsets"].astype(np.int64, copy=False),
+                           arrays[f"{prefix}pieces"].astype(np.uint8, copy=False))
+
+
+def count_pieces(board: chess.Board | str) -> int:
+    """The men on the board, kings included (a FEN's piece letters)."""
+    if isinstance(board, chess.Board):
+        return chess.popcount(board.occupied)
+    placement = board.split(" ", 1)[0]
+    return sum(1 for char in placement if char.isalpha())
 
 
 def featurise(boards: Sequence[chess.Board | str], feature_set: Any) -> FeatureRows:
@@ -159,12 +174,15 @@ def featurise(boards: Sequence[chess.Board | str], feature_set: Any) -> FeatureR
 
     parts = []
     for start in range(0, len(boards), CHUNK):
-        batch = batch_features(list(boards[start:start + CHUNK]), feature_set)
+        chunk = list(boards[start:start + CHUNK])
+        batch = batch_features(chunk, feature_set)
         parts.append(FeatureRows(np.asarray(batch.stm_index, dtype=np.int32), np.asarray(batch.stm_offsets, dtype=np.int64),
-                                 np.asarray(batch.nstm_index, dtype=np.int32), np.asarray(batch.nstm_offsets, dtype=np.int64)))
+                                 np.asarray(batch.nstm_index, dtype=np.int32), np.asarray(batch.nstm_offsets, dtype=np.int64),
+                                 np.array([count_pieces(board) for board in chunk], dtype=np.uint8)))
     if not parts:
         empty = np.zeros(0, dtype=np.int32)
-        return FeatureRows(empty, np.zeros(1, dtype=np.int64), empty.copy(), np.zeros(1, dtype=np.int64))
+        return FeatureRows(empty, np.zeros(1, dtype=np.int64), empty.copy(), np.zeros(1, dtype=np.int64),
+                           np.zeros(0, dtype=np.uint8))
     return parts[0] if len(parts) == 1 else FeatureRows.concat(parts)
 
 

@@ -51,6 +51,7 @@ from alphazero.learn.nnue_data import Dataset, FeatureRows, PQRData, load_data
 from alphazero.learn.positions import split_held_out
 from alphazero.nets.network import safe_torch_load
 from alphazero.nets.nnue import SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
+from alphazero.nets.nnue_file import output_buckets
 
 STATE_FORMAT_VERSION = 1
 LOSSES = ("sigmoid-mse", "score", "pqr")
@@ -59,6 +60,7 @@ DEFAULT_ARCH = "perspective"
 DEFAULT_L1 = 128  # measured: 128 beats 256 at 0.7-1.5M labels (docs/RESULTS.md)
 DEFAULT_L2 = 32
 DEFAULT_ACTIVATION = "crelu"
+DEFAULT_BUCKETS = 1
 DEFAULT_BATCH_SIZE = 4096
 PROGRESS_SECONDS = 10.0
 
@@ -67,7 +69,7 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """What ``alphazero nnue train`` was asked. The net's shape (``features`` .. ``activation``) may be
+    """What ``alphazero nnue train`` was asked. The net's shape (``features`` .. ``buckets``) may be
     None: the defaults above, or with ``init`` the shape of the net it starts from."""
 
     data: tuple[str, ...]
@@ -77,6 +79,7 @@ class TrainOptions:
     l1: int | None = None
     l2: int | None = None
     activation: str | None = None
+    buckets: int | None = None
     loss: str = "sigmoid-mse"
     wdl_lambda: float = 1.0
     lr: float = 1e-3
@@ -133,12 +136,12 @@ def resolve_config(options: TrainOptions) -> tuple[NNUEConfig, dict[str, np.ndar
     from alphazero.nets.nnue_file import load_nnue
 
     wanted: dict[str, Any] = {"features": options.features, "arch": options.arch, "l1": options.l1, "l2": options.l2,
-              "activation": options.activation}
+              "activation": options.activation, "buckets": options.buckets}
     init_arrays = None
     if options.init is not None:
         nnue = load_nnue(options.init)
         held: dict[str, Any] = {"features": nnue.features.spec, "arch": nnue.arch, "l1": nnue.l1, "l2": nnue.l2 or DEFAULT_L2,
-                "activation": nnue.activation}
+                "activation": nnue.activation, "buckets": nnue.buckets}
         if wanted["features"] is not None:
             wanted["features"] = parse_features(str(wanted["features"])).spec
         clashes = [f"--{key} {value} (the net has {held[key]})" for key, value in wanted.items()
@@ -148,12 +151,13 @@ def resolve_config(options: TrainOptions) -> tuple[NNUEConfig, dict[str, np.ndar
         wanted = dict(held)
         init_arrays = nnue.arrays
     defaults: dict[str, Any] = {"features": DEFAULT_FEATURES, "arch": DEFAULT_ARCH, "l1": DEFAULT_L1, "l2": DEFAULT_L2,
-                "activation": DEFAULT_ACTIVATION}
+                "activation": DEFAULT_ACTIVATION, "buckets": DEFAULT_BUCKETS}
     shape = {key: defaults[key] if value is None else value for key, value in wanted.items()}
     feature_set = parse_features(str(shape["features"]))
     try:
         config = NNUEConfig(features=feature_set.spec, num_features=feature_set.size, arch=str(shape["arch"]),
-                            l1=int(shape["l1"]), l2=int(shape["l2"]), activation=str(shape["activation"]))
+                            l1=int(shape["l1"]), l2=int(shape["l2"]), activation=str(shape["activation"]),
+                            buckets=int(shape["buckets"]))
     except ValueError as error:
         raise InputError(str(error)) from None
     return config, init_arrays
@@ -169,9 +173,11 @@ def _csr(index: np.ndarray, offsets: np.ndarray) -> tuple[torch.Tensor, torch.Te
 def logits(net: NNUENet, rows: FeatureRows) -> torch.Tensor:
     """The net's output ``y`` [P] for feature rows (each position from its own side to move)."""
     stm = _csr(rows.stm_index, rows.stm_offsets)
-    if net.config.arch == "simple":
-        return net(*stm)
-    return net(*stm, *_csr(rows.nstm_index, rows.nstm_offsets))
+    nstm = _csr(rows.nstm_index, rows.nstm_offsets) if net.config.arch != "simple" else (None, None)
+    bucket = None
+    if net.config.buckets > 1:
+        bucket = torch.from_numpy(output_buckets(rows.pieces, net.config.buckets))
+    return net(*stm, *nstm, bucket=bucket)
 
 
 def batch_loss(net: NNUENet, batch: Dataset, loss: str, wdl_lambda: float) -> torch.Tensor:

@@ -27,6 +27,10 @@ probability ``= sigmoid(y)``):
 - ``layered``: F -> L1 x 2 -> L2 -> 1 (the thesis's net, L1 = 512, L2 = 32 there):
   ``h = a(l2_weight @ [a(acc_stm), a(acc_nstm)] + l2_bias)``, ``y = out_weight . h + out_bias``
 
+With ``buckets`` K > 1 the output layer has K rows (bullet's output buckets by material): a position
+uses row ``alphazero.nets.nnue_file.output_bucket(pieces, K)``, so ``forward`` takes each position's
+bucket.
+
 Losses (means over the rows that have a target):
 
 - ``sigmoid_mse_loss`` (bullet's guide): ``(sigmoid(y) - t) ** 2`` with
@@ -52,6 +56,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from alphazero.nets.nnue_file import MAX_BUCKETS
+
 ARCHS = ("simple", "perspective", "layered")
 ACTIVATIONS = ("crelu", "screlu")
 SCALE = 400.0  # centipawns per logit unit of the output
@@ -68,6 +74,7 @@ class NNUEConfig:
     l1: int = 128
     l2: int = 32
     activation: str = "crelu"
+    buckets: int = 1
 
     def __post_init__(self) -> None:
         if self.arch not in ARCHS:
@@ -76,17 +83,20 @@ class NNUEConfig:
             raise ValueError(f"activation {self.activation!r}: expected one of {', '.join(ACTIVATIONS)}")
         if self.l1 < 1 or self.l2 < 1 or self.num_features < 1:
             raise ValueError(f"l1, l2 and num_features must be positive, got {self.l1}, {self.l2}, {self.num_features}")
+        if not 1 <= self.buckets <= MAX_BUCKETS:
+            raise ValueError(f"buckets must be between 1 and {MAX_BUCKETS}, got {self.buckets}")
 
     def meta(self) -> dict[str, Any]:
         """The network's part of the file's ``meta`` (``alphazero.nets.nnue_file``)."""
         return {"features": self.features, "arch": self.arch, "l1": self.l1, "l2": self.l2,
-                "activation": self.activation, "scale": int(SCALE)}
+                "activation": self.activation, "scale": int(SCALE), "buckets": self.buckets}
 
     def describe(self) -> str:
         hidden = f"{self.l1}" if self.arch == "simple" else f"{self.l1}x2"
         if self.arch == "layered":
             hidden += f" -> {self.l2}"
-        return f"{self.features} ({self.num_features}) -> {hidden} -> 1, {self.activation}"
+        out = "1" if self.buckets == 1 else f"1 of {self.buckets} buckets"
+        return f"{self.features} ({self.num_features}) -> {hidden} -> {out}, {self.activation}"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,14 +124,16 @@ class NNUENet(nn.Module):
         if config.arch == "layered":
             self.l2 = nn.Linear(width, config.l2)
             width = config.l2
-        self.out = nn.Linear(width, 1)
+        self.out = nn.Linear(width, config.buckets)
 
     def accumulate(self, index: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         """``[B, L1]`` accumulators (before the activation) of one perspective's CSR features."""
         return self.ft(index, offsets) + self.ft_bias
 
     def forward(self, stm_index: torch.Tensor, stm_offsets: torch.Tensor,
-                nstm_index: torch.Tensor | None = None, nstm_offsets: torch.Tensor | None = None) -> torch.Tensor:
+                nstm_index: torch.Tensor | None = None, nstm_offsets: torch.Tensor | None = None,
+                bucket: torch.Tensor | None = None) -> torch.Tensor:
+        """``y`` [B]; ``bucket`` int64 [B], each position's output row, is needed with buckets only."""
         # One EmbeddingBag call per perspective: measured faster on CPU than one call over both (2B bags).
         activation = self.config.activation
         hidden = activate(self.accumulate(stm_index, stm_offsets), activation)
@@ -132,7 +144,12 @@ class NNUENet(nn.Module):
             hidden = torch.cat((hidden, other), dim=1)
         if self.l2 is not None:
             hidden = activate(self.l2(hidden), activation)
-        return self.out(hidden).squeeze(1)
+        out = self.out(hidden)
+        if self.config.buckets == 1:
+            return out.squeeze(1)
+        if bucket is None:
+            raise ValueError(f"a net of {self.config.buckets} output buckets needs each position's bucket")
+        return out.gather(1, bucket.reshape(-1, 1)).squeeze(1)
 
     @torch.no_grad()
     def clip_weights(self) -> None:
@@ -144,14 +161,15 @@ class NNUENet(nn.Module):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """float32 arrays named as in the NNUE file: ``ft_weight [F, L1]``, ``ft_bias [L1]``, ``out_weight``
-        (``[L1]`` simple, ``[2 L1]`` perspective, ``[L2]`` layered), ``out_bias [1]``; layered also
-        ``l2_weight [L2, 2 L1]``, ``l2_bias [L2]``."""
+        (``[L1]`` simple, ``[2 L1]`` perspective, ``[L2]`` layered; ``[K, width]`` with K buckets),
+        ``out_bias [K]``; layered also ``l2_weight [L2, 2 L1]``, ``l2_bias [L2]``."""
 
         def array(tensor: torch.Tensor) -> np.ndarray:
             return tensor.detach().cpu().numpy().astype(np.float32, copy=True)
 
         arrays = {"ft_weight": array(self.ft.weight), "ft_bias": array(self.ft_bias),
-                  "out_weight": array(self.out.weight).reshape(-1), "out_bias": array(self.out.bias).reshape(1)}
+                  "out_weight": array(self.out.weight).reshape(-1) if self.config.buckets == 1 else array(self.out.weight),
+                  "out_bias": array(self.out.bias).reshape(self.config.buckets)}
         if self.l2 is not None:
             arrays["l2_weight"] = array(self.l2.weight)
             arrays["l2_bias"] = array(self.l2.bias)
@@ -164,8 +182,9 @@ class NNUENet(nn.Module):
         targets: dict[str, tuple[torch.Tensor, tuple[int, ...]]] = {
             "ft_weight": (net.ft.weight, (config.num_features, config.l1)),
             "ft_bias": (net.ft_bias, (config.l1,)),
-            "out_weight": (net.out.weight, (net.out.in_features,)),
-            "out_bias": (net.out.bias, (1,)),
+            "out_weight": (net.out.weight, (net.out.in_features,) if config.buckets == 1
+                           else (config.buckets, net.out.in_features)),
+            "out_bias": (net.out.bias, (config.buckets,)),
         }
         if net.l2 is not None:
             targets["l2_weight"] = (net.l2.weight, (config.l2, 2 * config.l1))

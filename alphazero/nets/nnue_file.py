@@ -18,10 +18,16 @@ array           shape          arch
 ``out_weight``  [L1]           simple (the side to move's accumulator only)
                 [2 * L1]       perspective (side-to-move half first)
                 [L2]           layered
-``out_bias``    [1]            all
-``meta``        0-d unicode    JSON: {"kind": "nnue", "format_version": 1, "features": spec,
-                               "arch", "l1", "l2", "activation", "scale", "training": {...}}
+                [K, width]     with K > 1 output buckets: one row of the above per bucket
+``out_bias``    [1]            all; [K] with K > 1 output buckets
+``meta``        0-d unicode    JSON: {"kind": "nnue", "format_version": 1 (2 with buckets),
+                               "features": spec, "arch", "l1", "l2", "activation", "scale",
+                               "buckets" (K, default 1), "training": {...}}
 =============== ============== ===========================================================
+
+Output buckets (bullet's ``MaterialCount<K>``): the output layer has K rows, and a position uses row
+``bucket = min((pieces - 2) // ceil(32 / K), K - 1)``, ``pieces`` the men on the board, kings
+included (``output_bucket``). Eight buckets split a game into phases of four men each.
 
 Perspectives: index lists come as (side to move, opponent), each sorted, as
 ``alphazero.nets.features`` makes them. The output y is a logit for the side to move:
@@ -57,7 +63,7 @@ from alphazero.errors import InputError
 from alphazero.fileio import atomic_write
 from alphazero.nets.features import FeatureSet, parse_features
 
-NNUE_FORMAT_VERSION = 1
+NNUE_FORMAT_VERSION = 2  # 2: output buckets (a file without them is still written as version 1)
 NNUE_KIND = "nnue"
 QA = 255
 QB = 256
@@ -66,20 +72,29 @@ ACTIVATIONS = ("crelu", "screlu")
 DEFAULT_SCALE = 400.0
 _INT16 = 32767
 _INT32 = 2**31 - 1
+MAX_BUCKETS = 32  # one per number of men on the board is already more than any net uses
 
 
-def expected_shapes(arch: str, num_features: int, l1: int, l2: int) -> dict[str, tuple[int, ...]]:
+def output_bucket(pieces: int, buckets: int) -> int:
+    """The output row of a position with ``pieces`` men (kings included) in a net of ``buckets`` rows."""
+    return min(max(pieces - 2, 0) // ((32 + buckets - 1) // buckets), buckets - 1)
+
+
+def output_buckets(pieces: np.ndarray, buckets: int) -> np.ndarray:
+    """``output_bucket`` of many positions at once: int64 [P]."""
+    pieces = np.asarray(pieces, np.int64)
+    return np.minimum(np.maximum(pieces - 2, 0) // ((32 + buckets - 1) // buckets), buckets - 1)
+
+
+def expected_shapes(arch: str, num_features: int, l1: int, l2: int, buckets: int = 1) -> dict[str, tuple[int, ...]]:
     """The array names and shapes a net of this shape holds (the table in the module docstring)."""
     shapes: dict[str, tuple[int, ...]] = {"ft_weight": (num_features, l1), "ft_bias": (l1,)}
-    if arch == "simple":
-        shapes["out_weight"] = (l1,)
-    elif arch == "perspective":
-        shapes["out_weight"] = (2 * l1,)
-    else:
+    width = l1 if arch == "simple" else 2 * l1 if arch == "perspective" else l2
+    if arch == "layered":
         shapes["l2_weight"] = (l2, 2 * l1)
         shapes["l2_bias"] = (l2,)
-        shapes["out_weight"] = (l2,)
-    shapes["out_bias"] = (1,)
+    shapes["out_weight"] = (width,) if buckets == 1 else (buckets, width)
+    shapes["out_bias"] = (buckets,)
     return shapes
 
 
@@ -99,7 +114,7 @@ def check_meta(meta: Any, where: str = "NNUE") -> dict:
     kind = meta.setdefault("kind", NNUE_KIND)
     if kind != NNUE_KIND:
         raise InputError(f"{where}: not an NNUE file (meta kind {kind!r}, expected {NNUE_KIND!r})")
-    version = meta.setdefault("format_version", NNUE_FORMAT_VERSION)
+    version = meta.setdefault("format_version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise InputError(f"{where}: meta format_version must be a positive integer, got {version!r}")
     if version > NNUE_FORMAT_VERSION:
@@ -119,6 +134,12 @@ def check_meta(meta: Any, where: str = "NNUE") -> dict:
         meta["l2"] = _positive_int(meta, "l2", where)
     else:
         meta["l2"] = 0
+    meta.setdefault("buckets", 1)
+    meta["buckets"] = _positive_int(meta, "buckets", where)
+    if meta["buckets"] > MAX_BUCKETS:
+        raise InputError(f"{where}: meta 'buckets' must be at most {MAX_BUCKETS}, got {meta['buckets']}")
+    # A net with buckets is a version 2 file (an older program refuses it by its version, not by a shape).
+    meta["format_version"] = max(version, 2) if meta["buckets"] > 1 else version
     scale = meta.setdefault("scale", DEFAULT_SCALE)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise InputError(f"{where}: meta 'scale' must be a positive number, got {scale!r}")
@@ -131,7 +152,7 @@ def check_meta(meta: Any, where: str = "NNUE") -> dict:
 def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, where: str) -> dict[str, np.ndarray]:
     """The arrays as float32, exactly the names and shapes ``meta`` asks for, all finite."""
     fs = parse_features(meta["features"])
-    shapes = expected_shapes(meta["arch"], fs.size, meta["l1"], meta["l2"])
+    shapes = expected_shapes(meta["arch"], fs.size, meta["l1"], meta["l2"], meta["buckets"])
     missing = [name for name in shapes if name not in arrays]
     extra = [name for name in arrays if name not in shapes]
     if missing or extra:
@@ -143,7 +164,8 @@ def _check_arrays(arrays: dict[str, np.ndarray], meta: dict, where: str) -> dict
         array = np.asarray(arrays[name])
         if array.shape != shape:
             raise InputError(f"{where}: {name} has shape {list(array.shape)}, expected {list(shape)} "
-                             f"(features {meta['features']!r}, arch {meta['arch']!r}, l1 {meta['l1']}, l2 {meta['l2']})")
+                             f"(features {meta['features']!r}, arch {meta['arch']!r}, l1 {meta['l1']}, l2 {meta['l2']}, "
+                             f"buckets {meta['buckets']})")
         if not np.issubdtype(array.dtype, np.floating) and not np.issubdtype(array.dtype, np.integer):
             raise InputError(f"{where}: {name} has dtype {array.dtype}, expected float32")
         array = np.ascontiguousarray(array, dtype=np.float32)
@@ -183,6 +205,23 @@ class _Shape:
     def scale(self) -> float:
         return float(self.meta["scale"])
 
+    @property
+    def buckets(self) -> int:
+        return int(self.meta["buckets"])
+
+    def bucket(self, pieces: int | None) -> int:
+        """The output row for a position of ``pieces`` men; ``pieces`` may be None only without buckets."""
+        if self.buckets == 1:
+            return 0
+        if pieces is None:
+            raise ValueError(f"a net of {self.buckets} output buckets needs the position's number of pieces")
+        return output_bucket(int(pieces), self.buckets)
+
+    def out_weight(self, arrays: dict[str, np.ndarray], bucket: int) -> np.ndarray:
+        """The output layer's weights for ``bucket`` ([width])."""
+        weight = arrays["out_weight"]
+        return weight if weight.ndim == 1 else weight[bucket]
+
 
 @dataclass(frozen=True)
 class FloatNNUE(_Shape):
@@ -204,19 +243,23 @@ class FloatNNUE(_Shape):
         rows = self.arrays["ft_weight"][np.asarray(indices, np.int64)].astype(np.float64)
         return self.arrays["ft_bias"].astype(np.float64) + rows.sum(axis=0)
 
-    def logit(self, stm_indices: Sequence[int] | np.ndarray, nstm_indices: Sequence[int] | np.ndarray) -> float:
-        """The output y for the side to move (win probability sigmoid(y)); slow, numpy float64."""
+    def logit(self, stm_indices: Sequence[int] | np.ndarray, nstm_indices: Sequence[int] | np.ndarray,
+              pieces: int | None = None) -> float:
+        """The output y for the side to move (win probability sigmoid(y)); slow, numpy float64.
+        ``pieces``: the men on the board (kings included), which pick the output bucket of a net with buckets."""
         a = self.arrays
+        bucket = self.bucket(pieces)
         hidden = _activate(self.accumulator(stm_indices), self.activation)
         if self.arch != "simple":
             hidden = np.concatenate([hidden, _activate(self.accumulator(nstm_indices), self.activation)])
         if self.arch == "layered":
             hidden = _activate(a["l2_weight"].astype(np.float64) @ hidden + a["l2_bias"], self.activation)
-        return float(hidden @ a["out_weight"].astype(np.float64) + float(a["out_bias"][0]))
+        return float(hidden @ self.out_weight(a, bucket).astype(np.float64) + float(a["out_bias"][bucket]))
 
-    def evaluate(self, stm_indices: Sequence[int] | np.ndarray, nstm_indices: Sequence[int] | np.ndarray) -> float:
+    def evaluate(self, stm_indices: Sequence[int] | np.ndarray, nstm_indices: Sequence[int] | np.ndarray,
+                 pieces: int | None = None) -> float:
         """Centipawns (float) for the side to move: ``scale * logit``."""
-        return self.scale * self.logit(stm_indices, nstm_indices)
+        return self.scale * self.logit(stm_indices, nstm_indices, pieces)
 
 
 def save_nnue(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict) -> None:
@@ -265,20 +308,20 @@ def load_nnue(path: str | os.PathLike) -> FloatNNUE:
 
 
 def random_nnue(features: str = "all", arch: str = "perspective", l1: int = 256, l2: int = 32,
-                activation: str = "crelu", seed: int = 0, scale: float = DEFAULT_SCALE) -> FloatNNUE:
+                activation: str = "crelu", seed: int = 0, scale: float = DEFAULT_SCALE, buckets: int = 1) -> FloatNNUE:
     """A net of random weights of this shape, sized so that activations are neither all clamped nor
     all zero: for tests, and the default NNUE that speed figures are measured with."""
     rng = np.random.default_rng(seed)
     fs = parse_features(features)
     meta = {"features": fs.spec, "arch": arch, "l1": l1, "l2": l2, "activation": activation, "scale": scale,
-            "training": {"random_seed": seed}}
-    shapes = expected_shapes(arch, fs.size, l1, l2 if arch == "layered" else 0)
+            "buckets": buckets, "training": {"random_seed": seed}}
+    shapes = expected_shapes(arch, fs.size, l1, l2 if arch == "layered" else 0, buckets)
     spread = 0.5 / math.sqrt(max(fs.max_active, 1))
     arrays = {
         "ft_weight": rng.normal(0.0, spread, shapes["ft_weight"]),
         "ft_bias": rng.uniform(0.0, 0.6, shapes["ft_bias"]),
-        "out_weight": rng.normal(0.0, 1.0 / math.sqrt(shapes["out_weight"][0]), shapes["out_weight"]),
-        "out_bias": rng.normal(0.0, 0.1, (1,)),
+        "out_weight": rng.normal(0.0, 1.0 / math.sqrt(shapes["out_weight"][-1]), shapes["out_weight"]),
+        "out_bias": rng.normal(0.0, 0.1, shapes["out_bias"]),
     }
     if arch == "layered":
         arrays["l2_weight"] = rng.normal(0.0, 1.0 / math.sqrt(2 * l1), shapes["l2_weight"])
@@ -341,9 +384,12 @@ class QuantisedNNUE(_Shape):
         rows = self.arrays["ft_weight"][np.asarray(indices, np.int64)].astype(np.int64)
         return (self.arrays["ft_bias"].astype(np.int64) + rows.sum(axis=0)).astype(np.int16)
 
-    def output(self, stm_accumulator: np.ndarray, nstm_accumulator: np.ndarray) -> int:
-        """The raw output (QA * QB units) from the two int16 accumulators (side to move first)."""
+    def output(self, stm_accumulator: np.ndarray, nstm_accumulator: np.ndarray, bucket: int = 0) -> int:
+        """The raw output (QA * QB units) from the two int16 accumulators (side to move first), through
+        output bucket ``bucket``."""
         a = self.arrays
+        ow = self.out_weight(a, bucket).astype(np.int64)
+        ob = int(a["out_bias"][bucket])
         screlu = self.activation == "screlu"
         hidden = np.clip(stm_accumulator.astype(np.int64), 0, QA)
         if self.arch != "simple":
@@ -354,11 +400,10 @@ class QuantisedNNUE(_Shape):
             h2 = np.clip(sums // QB + a["l2_bias"].astype(np.int64) // QB, 0, QA)
             if screlu:
                 h2 = h2 * h2 // QA
-            return int(h2 @ a["out_weight"].astype(np.int64) + int(a["out_bias"][0]))
-        ow = a["out_weight"].astype(np.int64)
+            return int(h2 @ ow + ob)
         if screlu:
-            return int((hidden * hidden) @ ow // QA + int(a["out_bias"][0]))
-        return int(hidden @ ow + int(a["out_bias"][0]))
+            return int((hidden * hidden) @ ow // QA + ob)
+        return int(hidden @ ow + ob)
 
     @property
     def scale_int(self) -> int:
@@ -369,6 +414,9 @@ class QuantisedNNUE(_Shape):
         """``output * scale // (QA * QB)``, floored."""
         return int(output * self.scale_int // (QA * QB))
 
-    def evaluate(self, stm_indices: Sequence[int] | np.ndarray, nstm_indices: Sequence[int] | np.ndarray) -> int:
-        """Centipawns (int) for the side to move; slow, numpy, exact integer arithmetic."""
-        return self.centipawns(self.output(self.accumulator(stm_indices), self.accumulator(nstm_indices)))
+    def evaluate(self, stm_indices: Sequence[int] | np.ndarray, nstm_indices: Sequence[int] | np.ndarray,
+                 pieces: int | None = None) -> int:
+        """Centipawns (int) for the side to move; slow, numpy, exact integer arithmetic. ``pieces`` as
+        ``FloatNNUE.logit``'s."""
+        return self.centipawns(self.output(self.accumulator(stm_indices), self.accumulator(nstm_indices),
+                                           self.bucket(pieces)))

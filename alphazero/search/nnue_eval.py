@@ -9,8 +9,9 @@ Knows the board through ``alphazero.board.kernel``'s arrays and the features thr
 
 Packed network, ``params = (header, weights)``
     ``header``  [H] int64: the ``H_*`` scalars below, then the feature blocks' ids [B] and offsets
-                [B] (at ``H_BLOCK_IDS`` / ``H_BLOCK_OFFSETS``) and ``l2_bias`` [L2] (at ``H_L2_BIAS``)
-    ``weights`` [W] int16: ``ft_weight`` [F, L1] row-major, ``ft_bias`` [L1], ``out_weight``,
+                [B] (at ``H_BLOCK_IDS`` / ``H_BLOCK_OFFSETS``), ``l2_bias`` [L2] (at ``H_L2_BIAS``)
+                and ``out_bias`` [K] (at ``H_OUT_BIAS``; K = ``H_BUCKETS`` output buckets)
+    ``weights`` [W] int16: ``ft_weight`` [F, L1] row-major, ``ft_bias`` [L1], ``out_weight`` [K, width],
                 ``l2_weight`` [L2, 2 * L1], each at the offset its ``H_*`` entry holds
 
 Scratch, ``acc = (rows, lists, row_keys, cache_keys, cache_values, boards)``, by search ply; ``R`` =
@@ -68,7 +69,7 @@ _ACT_IDS = {"crelu": ACT_CRELU, "screlu": ACT_SCRELU}
 PIECE_SQUARE_BLOCKS = (ALL, KA)  # one feature per piece: kept by the bitboard diff, not in ``lists``
 
 (H_L1, H_L2, H_ARCH, H_ACT, H_SCALE, H_OUT_BIAS, H_MAX_ACTIVE, H_NUM_BLOCKS, H_FT_WEIGHT, H_FT_BIAS,
- H_OUT_WEIGHT, H_L2_WEIGHT, H_BLOCK_IDS, H_BLOCK_OFFSETS, H_L2_BIAS, H_ALL, H_KA) = range(17)
+ H_OUT_WEIGHT, H_L2_WEIGHT, H_BLOCK_IDS, H_BLOCK_OFFSETS, H_L2_BIAS, H_ALL, H_KA, H_BUCKETS) = range(18)
 H_SIZE = 18
 ANCESTOR_WINDOW = 6  # plies looked back for an ancestor's row before falling back to this ply's own
 EVAL_LIMIT = 30000  # centipawns; an evaluation is clamped inside it, clear of mate scores (32000 - ply)
@@ -81,7 +82,7 @@ def pack(net: QuantisedNNUE) -> tuple[np.ndarray, np.ndarray]:
     the piece-square blocks (-1 where the set has none)."""
     a = net.arrays
     fs = net.features
-    parts = [a["ft_weight"].reshape(-1), a["ft_bias"], a["out_weight"]]
+    parts = [a["ft_weight"].reshape(-1), a["ft_bias"], a["out_weight"].reshape(-1)]  # [K, width] row-major
     if net.arch == "layered":
         parts.append(a["l2_weight"].reshape(-1))
     offsets = np.concatenate([[0], np.cumsum([part.size for part in parts])]).astype(np.int64)
@@ -89,13 +90,15 @@ def pack(net: QuantisedNNUE) -> tuple[np.ndarray, np.ndarray]:
     wide = [b for b, block in enumerate(fs.block_ids) if block not in PIECE_SQUARE_BLOCKS]
     num_blocks = len(wide)
     l2 = net.l2 if net.arch == "layered" else 0
-    header = np.zeros(H_SIZE + 2 * num_blocks + l2, np.int64)
+    buckets = net.buckets
+    header = np.zeros(H_SIZE + 2 * num_blocks + l2 + buckets, np.int64)
     header[H_L1] = net.l1
     header[H_L2] = l2
     header[H_ARCH] = _ARCH_IDS[net.arch]
     header[H_ACT] = _ACT_IDS[net.activation]
     header[H_SCALE] = net.scale_int
-    header[H_OUT_BIAS] = int(a["out_bias"][0])
+    header[H_BUCKETS] = buckets
+    header[H_OUT_BIAS] = H_SIZE + 2 * num_blocks + l2
     header[H_MAX_ACTIVE] = fs.max_active
     header[H_NUM_BLOCKS] = num_blocks
     header[H_FT_WEIGHT], header[H_FT_BIAS], header[H_OUT_WEIGHT] = offsets[0], offsets[1], offsets[2]
@@ -112,7 +115,8 @@ def pack(net: QuantisedNNUE) -> tuple[np.ndarray, np.ndarray]:
     header[H_SIZE:H_SIZE + num_blocks] = fs.block_ids[wide]
     header[H_SIZE + num_blocks:H_SIZE + 2 * num_blocks] = fs.block_offsets[wide]
     if l2:
-        header[H_SIZE + 2 * num_blocks:] = a["l2_bias"]
+        header[H_SIZE + 2 * num_blocks:H_SIZE + 2 * num_blocks + l2] = a["l2_bias"]
+    header[H_SIZE + 2 * num_blocks + l2:] = a["out_bias"]
     return header, weights
 
 
@@ -385,14 +389,15 @@ def _dot(rows, ply, colour, weights, start, l1, screlu):
 
 
 @njit(cache=True, inline="always")
-def _output(header, weights, rows, ply, stm):
+def _output(header, weights, rows, ply, stm, bucket):
     """The raw output (QA * QB units, the constants of ``nnue_file`` frozen at compile time) from the
-    accumulators of ``rows[ply]``, colour ``stm``'s (the side to move's) first."""
+    accumulators of ``rows[ply]``, colour ``stm``'s (the side to move's) first, through output row ``bucket``."""
     l1 = header[H_L1]
     arch = header[H_ARCH]
     screlu = header[H_ACT] == ACT_SCRELU
-    ow = header[H_OUT_WEIGHT]
-    out_bias = header[H_OUT_BIAS]
+    width = l1 if arch == ARCH_SIMPLE else 2 * l1 if arch == ARCH_PERSPECTIVE else header[H_L2]
+    ow = header[H_OUT_WEIGHT] + bucket * width
+    out_bias = header[header[H_OUT_BIAS] + bucket]
     if arch == ARCH_LAYERED:
         l2 = header[H_L2]
         w2 = header[H_L2_WEIGHT]
@@ -443,7 +448,11 @@ def nnue_evaluate(header, weights, bb, sq, st, keys, ply, rows, lists, row_keys,
                 break
         _update_row(header, weights, bb, sq, st, rows, lists, boards, ply, base)
         row_keys[ply] = key
-    out = _output(header, weights, rows, ply, st[ST_SIDE])
+    buckets = header[H_BUCKETS]
+    bucket = np.int64(0)
+    if buckets > 1:  # nnue_file.output_bucket
+        bucket = min((popcount(bb[OCC_WHITE] | bb[OCC_BLACK]) - 2) // ((32 + buckets - 1) // buckets), buckets - 1)
+    out = _output(header, weights, rows, ply, st[ST_SIDE], bucket)
     cp = out * header[H_SCALE] // (QA * QB)
     if cp > EVAL_LIMIT:
         cp = EVAL_LIMIT
