@@ -44,6 +44,43 @@ def test_see_is_the_exchange_hand_computed(fen, uci, value):
     assert see(position.bb, position.sq, position.st, move_from_chess(move)) == value
 
 
+def test_see_ge_answers_as_the_full_exchange_does_at_every_threshold():
+    """``see_ge`` (what the search asks) against ``see`` (the swap list) on every capture, en passant
+    and promotion of positions from random games and of the hand-computed cases, at thresholds around
+    each exchange's value: the same answer every time."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    fens = list(MIDDLEGAMES) + [
+        "1k1r3q/1ppn3p/p4b2/4p3/8/P2N2P1/1PP1R1BP/2K1Q3 w - - 0 1", "3r2k1/8/8/3p4/8/8/3R4/3R2K1 w - - 0 1",
+        "4k3/8/8/3pP3/8/8/8/4K3 w - d6 0 1", "3k4/8/8/8/8/8/3r1n2/3QK3 b - - 0 1", "1r6/P1k5/8/8/8/8/8/6K1 w - - 0 1",
+        "3k4/8/8/8/8/8/3r4/3QK3 w - - 0 1", "3k4/8/8/8/8/8/3r4/3QK3 b - - 0 1"]
+    for _ in range(300):  # positions from random games, captures taken more often so material thins out
+        board = chess.Board()
+        for _ in range(int(rng.integers(10, 120))):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            captures = [m for m in moves if board.is_capture(m)]
+            pool = captures if captures and rng.random() < 0.4 else moves
+            board.push(pool[int(rng.integers(len(pool)))])
+        fens.append(board.fen())
+    checked = 0
+    for fen in fens:
+        board = chess.Board(fen)
+        position = Position.from_fen(fen)
+        for move in board.legal_moves:
+            if not (board.is_capture(move) or move.promotion):
+                continue
+            code = move_from_chess(move)
+            value = int(see(position.bb, position.sq, position.st, code))
+            for threshold in {value - 101, value - 1, value, value + 1, value + 99, 0, -1, 1}:
+                assert A.see_ge(position.bb, position.sq, position.st, code, threshold) == (value >= threshold), \
+                    (fen, move.uci(), value, threshold)
+            checked += 1
+    assert checked > 250
+
+
 def test_technique_set_applies_changes_to_the_defaults():
     assert technique_set() == DEFAULT_TECHNIQUES
     assert technique_set({"lmr": False}) == DEFAULT_TECHNIQUES - {"lmr"}

@@ -312,6 +312,60 @@ def see(bb, sq, st, move):
 
 
 @njit(cache=True)
+def see_ge(bb, sq, st, move, threshold):
+    """Whether ``see(bb, sq, st, move) >= threshold``, without building the swap list (Stockfish's
+    ``see_ge``: the balance kept relative to the threshold, each side stopping as soon as going on
+    cannot change the answer). The same exchanges as ``see``: least valuable attacker first, x-rays,
+    a king takes only an undefended piece; the search asks this, ``see`` is the reference."""
+    start = move & 63
+    end = (move >> 6) & 63
+    promotion = move >> 12
+    side = st[ST_SIDE]
+    occupied = bb[OCC_WHITE] | bb[OCC_BLACK]
+    victim = sq[end]
+    mover = sq[start] % 6
+    gain = np.int64(0)
+    if victim != EMPTY:
+        gain = SEE_VALUES[victim % 6]
+    elif mover == PAWN and end == st[ST_EP]:
+        gain = SEE_VALUES[PAWN]
+        occupied ^= bit(end - 8 if side == 0 else end + 8)
+    on_square = SEE_VALUES[mover]
+    if promotion:
+        gain += SEE_VALUES[promotion] - SEE_VALUES[PAWN]
+        on_square = SEE_VALUES[promotion]
+    swap = gain - threshold
+    if swap < 0:
+        return False  # even unanswered, the capture wins less than the threshold
+    swap = on_square - swap
+    if swap <= 0:
+        return True  # even losing the piece that took, the exchange stays at or above it
+    occupied ^= bit(start)
+    colour = side
+    res = 1
+    while True:
+        colour = 1 - colour
+        found = attackers(bb, end, colour, occupied) & occupied
+        if found == 0:
+            break
+        kind = 0
+        piece_bits = found & bb[6 * colour]
+        while piece_bits == 0:
+            kind += 1
+            piece_bits = found & bb[6 * colour + kind]
+        if kind == KING:
+            if attackers(bb, end, 1 - colour, occupied ^ bit(lsb(piece_bits))) & occupied:
+                break  # the king may not take a defended piece: the side to take stops here
+            return res == 0  # the king takes, and nothing answers
+        res ^= 1
+        swap = SEE_VALUES[kind] - swap
+        if swap < res:
+            break
+        occupied ^= bit(lsb(piece_bits))
+    return res == 1
+
+
+@njit(cache=True)
 def _score_moves(bb, sq, st, moves, order, n, hash_move, killers, history, ply, see_order):
     side = st[ST_SIDE]
     for i in range(n):
@@ -322,7 +376,7 @@ def _score_moves(bb, sq, st, moves, order, n, hash_move, killers, history, ply, 
         value = _tactical_value(sq, st, move)
         if value > 0:
             order[i] = _TACTICAL + value
-            if see_order and sq[(move >> 6) & 63] != EMPTY and see(bb, sq, st, move) < 0:
+            if see_order and sq[(move >> 6) & 63] != EMPTY and not see_ge(bb, sq, st, move, 0):
                 order[i] = _BAD_CAPTURE + value
         elif value < 0:
             order[i] = value
@@ -380,7 +434,7 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
     prune_losing = not checked and (info[I_OPTIONS] & OPT_QSEE) != 0
     for i in range(n):
         move = _pick(row_moves, row_order, i, n)
-        if prune_losing and see(bb, sq, st, move) < 0:
+        if prune_losing and not see_ge(bb, sq, st, move, 0):
             continue  # a capture that loses material cannot lift the score above standing pat
         make_move(bb, sq, st, keys, undo, move)
         score = -quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, -beta, -alpha, ply + 1)
