@@ -40,7 +40,15 @@ def run(args: argparse.Namespace) -> int:
         runner = functools.partial(play_chunks_on_ray, workers=args.workers)
     report = run_arena(args.player_a, args.player_b, args.games, openings_path=args.openings,
                        opening_plies=args.opening_plies, max_plies=args.max_plies, seed=args.seed, sprt=sprt,
-                       pgn_path=args.pgn, progress=sys.stderr.isatty() and not args.json, chunk_runner=runner,
+                       pgn_path=args.pgn, progress=_progress(args.json), chunk_runner=runner,
                        parallelism=args.workers)
     print(json.dumps(report) if args.json else format_arena_report(report))
     return 0
+
+
+def _progress(json_output: bool) -> str:
+    """A rewritten line on a terminal (none under --json, whose stdout may be that terminal); whole
+    lines now and then where stderr is a file or a pipe, so a long match run from a script is not blind."""
+    if sys.stderr.isatty():
+        return "off" if json_output else "tty"
+    return "lines"

@@ -167,6 +167,27 @@ def test_sprt_stops_a_lopsided_match_early(capsys, tmp_path) -> None:
     assert len(_read_pgn(pgn)) == report["games"]  # every counted game, and only those, in the PGN
 
 
+def test_progress_off_a_terminal_is_whole_lines_with_the_llr(capsys, monkeypatch) -> None:
+    """stderr a file or a pipe (as under capsys): whole lines, no carriage returns; each line once
+    PROGRESS_LINE_SECONDS have passed (0 here: every game), the last when the SPRT decides."""
+    from alphazero.judge import match
+
+    monkeypatch.setattr(match, "PROGRESS_LINE_SECONDS", 0.0)
+    assert main(["arena", "greedy", "random", "--games", "200", "--max-plies", "200", "--sprt", "0,50"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert "\r" not in captured.err and len(lines) >= 4
+    assert all(line.startswith("[arena] ") and " games, W/D/L " in line for line in lines)
+    assert lines[0].startswith("[arena] 1/200 games") and "LLR" in lines[-1]
+    played = int(lines[-1].split()[1].split("/")[0])
+    assert f"{played} games" in captured.out  # the last line is where the SPRT stopped the match
+    monkeypatch.setattr(match, "PROGRESS_LINE_SECONDS", 3600.0)
+    assert main(["arena", "greedy", "random", "--games", "4", "--max-plies", "120"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("[arena] 4/4 games, W/D/L ")  # only the last, without an SPRT
+    assert "LLR" not in lines[0]
+
+
 @pytest.mark.ray
 def test_ray_workers_play_the_whole_match(capsys, tmp_path) -> None:
     pgn = tmp_path / "ray.pgn"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
@@ -31,6 +32,8 @@ from alphazero.judge.arena import (
 )
 from alphazero.judge.elo import SPRT, match_result, pentanomial, pentanomial_result
 from alphazero.judge.players import make_player
+
+PROGRESS_LINE_SECONDS = 30.0  # how often ``progress="lines"`` writes a line
 
 # (spec_a, spec_b, chunks of (first_pair, openings), max_plies, seed, on_games, event) -> stopped early.
 # Plays every chunk with ``play_chunk`` somewhere (``workers.arena.play_chunks_on_ray``), handing each
@@ -105,11 +108,13 @@ class _MatchTally:
     order: each game is written once every game scheduled before it has been (``finish`` writes the
     rest, in order, after a stop)."""
 
-    def __init__(self, sprt: SPRT | None, pgn: TextIO | None, total_games: int, quiet: bool) -> None:
+    def __init__(self, sprt: SPRT | None, pgn: TextIO | None, total_games: int, progress: str = "off") -> None:
         self.sprt = sprt
         self.pgn = pgn
         self.total_games = total_games
-        self.quiet = quiet
+        self.progress = progress  # "off", "tty" (one line rewritten) or "lines" (a line now and then)
+        self.last_line = time.monotonic()
+        self.llr = ""
         self.games: list[GameResult] = []
         self.pairs: dict[int, list[float]] = {}
         self.decided = False
@@ -136,23 +141,43 @@ class _MatchTally:
         self._write(ready)
         scores = self.pairs.setdefault(game.index // 2, [])
         scores.append(game.score_a)
-        if not self.quiet:
-            wins = sum(1 for g in self.games if g.score_a == 1.0)
-            losses = sum(1 for g in self.games if g.score_a == 0.0)
-            print(f"\r[arena] {len(self.games)}/{self.total_games} games, W/D/L {wins}/"
-                  f"{len(self.games) - wins - losses}/{losses}", end="", file=sys.stderr, flush=True)
         if self.sprt is not None and len(scores) == 2 and not self.decided:
             counts = pentanomial(sum(pair) for pair in self.pairs.values() if len(pair) == 2)
-            self.decided = self.sprt.status_pentanomial(counts).decision is not None
+            status = self.sprt.status_pentanomial(counts)
+            self.decided = status.decision is not None
+            self.llr = f", LLR {status.llr:+.2f} ({status.lower_bound:+.2f}, {status.upper_bound:+.2f})"
+        self._report()
         return self.decided
+
+    def _report(self) -> None:
+        """The progress line: rewritten in place on a terminal; else a whole line now and then (a log
+        file or a pipe gets no carriage returns), and one when the SPRT decides or the last game ends."""
+        if self.progress == "off":
+            return
+        now = time.monotonic()
+        last = self.decided or len(self.games) == self.total_games
+        if self.progress == "lines" and now - self.last_line < PROGRESS_LINE_SECONDS and not last:
+            return
+        self.last_line = now
+        wins = sum(1 for g in self.games if g.score_a == 1.0)
+        losses = sum(1 for g in self.games if g.score_a == 0.0)
+        text = (f"[arena] {len(self.games)}/{self.total_games} games, W/D/L {wins}/{len(self.games) - wins - losses}/"
+                f"{losses}{self.llr}")
+        if self.progress == "tty":
+            print(f"\r{text}", end="", file=sys.stderr, flush=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
 
 def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | None = None,
               opening_plies: int | None = None, max_plies: int = 400, seed: int = 0,
               sprt: SPRT | None = None, pgn_path: str | Path | None = None,
-              progress: bool = False, chunk_runner: ChunkRunner | None = None,
+              progress: str = "off", chunk_runner: ChunkRunner | None = None,
               parallelism: int = 1) -> dict[str, Any]:
     """Play ``spec_a`` against ``spec_b`` and return the report (see ``arena_report``).
+
+    ``progress`` on stderr: "off", "tty" (one line rewritten as games end) or "lines" (a line every
+    ``PROGRESS_LINE_SECONDS`` and at the end: for logs). Both show the SPRT's LLR when there is one.
 
     ``games`` (even) = 2 x openings, each opening played with both colours. With ``chunk_runner``
     chunks of game pairs are played by it (``parallelism`` of them at a time, e.g. Ray tasks);
@@ -181,9 +206,11 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
         if pgn_path is not None:
             Path(pgn_path).parent.mkdir(parents=True, exist_ok=True)
             handle = stack.enter_context(open(pgn_path, "w"))
-        if progress:
+        if progress not in ("off", "tty", "lines"):
+            raise ValueError(f"progress must be off, tty or lines, got {progress!r}")
+        if progress == "tty":
             stack.callback(lambda: print(file=sys.stderr))
-        tally = _MatchTally(sprt, handle, games, quiet=not progress)
+        tally = _MatchTally(sprt, handle, games, progress)
         stack.callback(tally.finish)  # before the file closes, even when the match ends by an exception
         event = f"{names[0]} vs {names[1]}"
         if chunk_runner is not None:
