@@ -19,6 +19,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     arena.add_argument("--openings", default=None, metavar="FILE", help="polyglot book (.bin) or EPD/FEN file (default: random first plies)")
     arena.add_argument("--opening-plies", type=int, default=None, help="book moves (default 8) or random plies (default 4) per opening")
     arena.add_argument("--max-plies", type=int, default=400, help="longer games are drawn, termination 'max length'")
+    arena.add_argument("--adjudicate", action="store_true",
+                       help="end a game once both players' own scores agree (fishtest's rules: a win when each side's last 3 "
+                            "moves were scored >= 600 cp for the same side; a draw from move 34 when each side's last 8 were "
+                            "within 20 cp); players that report no score (mcts, random, greedy) are never adjudicated")
     arena.add_argument("--pgn", default=None, metavar="OUT", help="write every game to this PGN file")
     arena.add_argument("--sprt", default=None, metavar="ELO0,ELO1", help="stop when an SPRT (alpha=beta=0.05) decides")
     arena.add_argument("--workers", type=int, default=1, help="K > 1: play game pairs as tasks on a private local Ray")
@@ -28,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from alphazero.judge.arena import Adjudication
     from alphazero.judge.match import format_arena_report, parse_sprt, run_arena
 
     sprt = parse_sprt(args.sprt) if args.sprt else None
@@ -41,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_arena(args.player_a, args.player_b, args.games, openings_path=args.openings,
                        opening_plies=args.opening_plies, max_plies=args.max_plies, seed=args.seed, sprt=sprt,
                        pgn_path=args.pgn, progress=_progress(args.json), chunk_runner=runner,
-                       parallelism=args.workers)
+                       parallelism=args.workers, adjudication=Adjudication() if args.adjudicate else None)
     print(json.dumps(report) if args.json else format_arena_report(report))
     return 0
 

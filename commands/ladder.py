@@ -34,6 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch", type=int, default=None, help="games a round, even (default max(10, 2K))")
     parser.add_argument("--step", type=int, default=50, metavar="ELO", help="the levels' grid (default 50)")
     parser.add_argument("--max-plies", type=int, default=400, help="longer games are drawn")
+    parser.add_argument("--adjudicate", action="store_true",
+                        help="end a game once both players' own scores agree (fishtest's rules: a win when each side's last 3 "
+                            "moves were scored >= 600 cp for the same side; a draw from move 34 when each side's last 8 were "
+                            "within 20 cp); players that report no score (mcts, random, greedy) are never adjudicated")
     parser.add_argument("--seed", type=int, default=0, help="openings and random players")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -41,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from alphazero.errors import InputError
+    from alphazero.judge.arena import Adjudication
     from alphazero.judge.ladder import DEFAULT_LINKS, LadderSettings, format_ladder_report, play_here, run_ladder
 
     if args.workers < 1:
@@ -49,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     batch = args.batch if args.batch is not None else max(10, 2 * args.workers)
     settings = LadderSettings(batch=batch, guess=args.guess, step=args.step, link_games=args.link_games,
                               openings=args.openings, opening_plies=args.opening_plies, max_plies=args.max_plies,
-                              seed=args.seed)
+                              seed=args.seed, adjudication=Adjudication() if args.adjudicate else None)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

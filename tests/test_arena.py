@@ -188,6 +188,41 @@ def test_progress_off_a_terminal_is_whole_lines_with_the_llr(capsys, monkeypatch
     assert "LLR" not in lines[0]
 
 
+def test_adjudication_follows_fishtests_rules_on_both_players_scores() -> None:
+    from alphazero.judge.arena import Adjudication
+
+    rules = Adjudication()
+    late, early = chess.Board(), chess.Board()
+    late.fullmove_number = 40
+    win = [0, 10, 650, 700, 620, 9000, 700, 640]  # White's view; the last 3 moves of each side >= 600
+    assert rules.decide(early, win) == (1.0, "adjudication: win")
+    assert rules.decide(early, [-s for s in win]) == (-1.0, "adjudication: win")
+    assert rules.decide(early, win[:-1] + [590]) is None  # one side does not agree
+    assert rules.decide(early, win[:-1] + [None]) is None  # a player without a score is never adjudicated
+    assert rules.decide(early, win[-5:]) is None  # five plies are not three moves of each side
+    quiet = [5, -12, 20, -20, 0, 3, 1, -1] * 2  # 16 plies within 20 cp
+    assert rules.decide(late, [300] + quiet) == (0.0, "adjudication: draw")
+    assert rules.decide(early, quiet) is None  # before move 34
+    assert rules.decide(late, quiet[:-1] + [21]) is None
+    assert rules.decide(late, quiet[1:]) is None  # 15 plies
+    with pytest.raises(Exception, match="bad adjudication"):
+        Adjudication(resign_move_count=0)
+
+
+def test_adjudicated_games_end_early_by_both_players_scores(capsys) -> None:
+    """Alpha-beta players report their scores: with --adjudicate their games end as soon as both agree
+    (every game here, far sooner than played out); greedy reports none, so its games are played out."""
+    common = ["--games", "6", "--openings", str(BOOK), "--max-plies", "300", "--seed", "4"]
+    played = _arena(capsys, "ab:material?depth=3", "ab:material?depth=1", *common)
+    judged = _arena(capsys, "ab:material?depth=3", "ab:material?depth=1", *common, "--adjudicate")
+    assert judged["adjudication"]["resign_score"] == 600 and played["adjudication"] is None
+    assert sum(n for reason, n in judged["terminations"].items() if reason.startswith("adjudication")) >= 4
+    assert not any(reason.startswith("adjudication") for reason in played["terminations"])
+    assert judged["score"] >= 0.5 and played["score"] >= 0.5  # depth 3 beats depth 1 either way
+    greedy = _arena(capsys, "ab:material?depth=1", "greedy", "--games", "2", "--max-plies", "160", "--adjudicate")
+    assert not any(reason.startswith("adjudication") for reason in greedy["terminations"])
+
+
 @pytest.mark.ray
 def test_ray_workers_play_the_whole_match(capsys, tmp_path) -> None:
     pgn = tmp_path / "ray.pgn"

@@ -95,7 +95,7 @@ class ModelRunner:
     def elo(self, spec: str) -> float:
         return self.truth[spec] if spec in self.truth else float(spec.split("UCI_Elo=")[1].split("&")[0])
 
-    def __call__(self, spec_a, spec_b, schedule, max_plies, seed, on_games) -> None:
+    def __call__(self, spec_a, spec_b, schedule, max_plies, seed, on_games, adjudication=None) -> None:
         for index, opening, a_is_white in schedule:
             if self.stop_after is not None and self.played >= self.stop_after:
                 raise KeyboardInterrupt
@@ -237,6 +237,25 @@ def test_ray_workers_play_the_same_games(capsys, tmp_path: Path, fake_engine: st
     report = _ladder_command(capsys, fake_engine, "--games", "4", "--out", str(there), "--workers", "2")
     assert report["games"] == 4
     assert _table(read_ladder(there)) == _table(read_ladder(here))  # the fake engine is deterministic
+
+
+def test_adjudicate_reaches_every_round_of_the_ladder(capsys, monkeypatch, fake_engine: str) -> None:
+    from alphazero.judge import ladder as ladder_module
+    from alphazero.judge.arena import Adjudication
+
+    seen = []
+    real = ladder_module.play_here
+
+    def recording(*args, **kwargs):
+        seen.append(args[6] if len(args) > 6 else kwargs.get("adjudication"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ladder_module, "play_here", recording)
+    _ladder_command(capsys, fake_engine, "--games", "8", "--adjudicate")
+    assert len(seen) == 2 and all(rules == Adjudication() for rules in seen)
+    seen.clear()
+    _ladder_command(capsys, fake_engine, "--games", "4")
+    assert seen == [None]
 
 
 def test_a_short_ladder_on_the_real_stockfish(capsys) -> None:

@@ -8,6 +8,7 @@ import chess
 import pytest
 import torch
 
+from alphazero.board.game import MATE_CP
 from alphazero.config import NetworkConfig
 from alphazero.judge.players import make_player
 from alphazero.nets.network import PolicyValueNet, save_network
@@ -65,8 +66,26 @@ def test_uci_player_with_options_and_depth_finds_the_mate() -> None:
     player = make_player(f"uci:{STOCKFISH}?Skill Level=20&Hash=16&depth=6")
     try:
         assert player.choose_moves([_positions()[1]]) == [chess.Move.from_uci("h5f7")]
+        assert player.last_scores == [MATE_CP - 1]  # its mate in one, as python-chess and the adjudication count it
     finally:
         player.close()
+
+
+def test_engines_report_their_scores_for_the_side_to_move() -> None:
+    """What the arena's adjudication reads: Stockfish's and our alpha-beta's scores of a queen up, from
+    either side's view; players without a score report none."""
+    up = chess.Board("4k3/8/8/8/8/8/3Q4/4K3 w - - 0 1")  # White a queen up
+    down = up.copy()
+    down.turn = chess.BLACK
+    for spec in (f"uci:{STOCKFISH}?depth=6", "ab:material?depth=4"):
+        player = make_player(spec)
+        try:
+            player.choose_moves([up, down])
+            white_view, black_view = player.last_scores
+            assert white_view > 600 and black_view < -600, (spec, player.last_scores)
+        finally:
+            player.close()
+    assert getattr(make_player("greedy"), "last_scores", None) is None
 
 
 @pytest.mark.parametrize("spec, words", [

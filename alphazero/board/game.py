@@ -20,6 +20,9 @@ FIFTY_MOVES = "fifty moves"
 THREEFOLD_REPETITION = "threefold repetition"
 MAX_LENGTH = "max length"
 RESIGNATION = "resignation"  # self-play: the side to move gave up a hopeless position
+ADJUDICATED_WIN = "adjudication: win"  # the arena: both players' own scores agreed (judge.arena.Adjudication)
+ADJUDICATED_DRAW = "adjudication: draw"
+MATE_CP = 100_000  # a mate in a player's reported score (``last_scores``), as centipawns
 
 
 def terminal_status(board: chess.Board, legal_moves: list[chess.Move] | None = None) -> tuple[float, str] | None:

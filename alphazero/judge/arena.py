@@ -2,7 +2,8 @@
 
 Each opening is played twice, colours swapped (a game pair). Games end by the rules (checkmate,
 stalemate, insufficient material, fifty moves, threefold repetition, applied automatically) or at
-``max_plies``, scored as a draw and reported as such. All running games are advanced together: per
+``max_plies``, scored as a draw and reported as such; with an ``Adjudication``, also when both players'
+own scores agree that the game is decided or dead (fishtest's rules, below). All running games are advanced together: per
 step each player gets one ``choose_moves`` call with every board where it is to move, so a network
 player searches all of its games in one batch. The training arena (``workers``) plays a ``Match``
 a slice of time at a time so its games are saved as they end; ``alphazero arena`` uses ``play_match``.
@@ -19,7 +20,15 @@ import chess
 import chess.polyglot
 import numpy as np
 
-from alphazero.board.game import MAX_LENGTH, game_pgn, result_string, terminal_status, white_score
+from alphazero.board.game import (
+    ADJUDICATED_DRAW,
+    ADJUDICATED_WIN,
+    MAX_LENGTH,
+    game_pgn,
+    result_string,
+    terminal_status,
+    white_score,
+)
 from alphazero.errors import InputError
 from alphazero.fileio import input_file, text_lines
 from alphazero.judge.players import Player
@@ -171,6 +180,44 @@ def _polyglot_openings(path: Path, count: int, plies: int, rng: np.random.Genera
     return openings
 
 
+@dataclass(frozen=True)
+class Adjudication:
+    """Fishtest's adjudication (cutechess-cli ``-draw movenumber=34 movecount=8 score=20 -resign
+    movecount=3 score=600 twosided=true``), on the scores the players report for their own moves
+    (``Player.last_scores``: centipawns for the side to move).
+
+    A draw once the game has reached move ``draw_move_number`` and the last ``draw_move_count`` moves
+    of each side were scored within +-``draw_score``; a win once the last ``resign_move_count`` moves
+    of each side were scored at least ``resign_score`` for the same side (both players agree). A game
+    where a player reports no score (random, greedy, policy, mcts players) is never adjudicated."""
+
+    draw_move_number: int = 34
+    draw_move_count: int = 8
+    draw_score: int = 20
+    resign_move_count: int = 3
+    resign_score: int = 600
+
+    def __post_init__(self) -> None:
+        if min(self.draw_move_count, self.resign_move_count) < 1 or self.draw_score < 0 or self.resign_score < 1:
+            raise InputError(f"bad adjudication settings: {self}")
+
+    def decide(self, board: chess.Board, white_scores: Sequence[int | None]) -> tuple[float, str] | None:
+        """(White's value +1 / 0 / -1, termination) when the game is adjudicated after its last move,
+        given the White-view scores of every move played since the players took over (None: unscored)."""
+        resign = 2 * self.resign_move_count
+        if len(white_scores) >= resign:
+            last = white_scores[-resign:]
+            if all(score is not None and score >= self.resign_score for score in last):
+                return 1.0, ADJUDICATED_WIN
+            if all(score is not None and score <= -self.resign_score for score in last):
+                return -1.0, ADJUDICATED_WIN
+        draw = 2 * self.draw_move_count
+        if board.fullmove_number >= self.draw_move_number and len(white_scores) >= draw:
+            if all(score is not None and abs(score) <= self.draw_score for score in white_scores[-draw:]):
+                return 0.0, ADJUDICATED_DRAW
+        return None
+
+
 @dataclass
 class _Running:
     index: int
@@ -178,6 +225,7 @@ class _Running:
     board: chess.Board
     a_is_white: bool
     start_fen: str
+    white_scores: list[int | None] = field(default_factory=list)  # each move's score, White's view
 
 
 ScheduledGame = tuple[int, Opening, bool]  # (game index, opening, A plays White)
@@ -198,10 +246,12 @@ class Match:
     """
 
     def __init__(self, player_a: Player, player_b: Player, schedule: Sequence[ScheduledGame], max_plies: int = 400,
-                 concurrency: int = 64, event: str = "arena", played: Mapping[int, Sequence[str]] | None = None) -> None:
+                 concurrency: int = 64, event: str = "arena", played: Mapping[int, Sequence[str]] | None = None,
+                 adjudication: Adjudication | None = None) -> None:
         self.player_a, self.player_b = player_a, player_b
         self.schedule = list(schedule)
         self.max_plies, self.concurrency, self.event = max_plies, concurrency, event
+        self.adjudication = adjudication
         self.played = dict(played or {})  # game index -> UCI moves already played after its opening
         self.running: list[_Running] = []
         self.next_game = 0
@@ -231,24 +281,36 @@ class Match:
         # board changes, so nobody is asked to move in a finished game.
         a_to_move = [g for g in self.running if g.a_is_white == (g.board.turn == chess.WHITE)]
         b_to_move = [g for g in self.running if g.a_is_white != (g.board.turn == chess.WHITE)]
-        chosen: list[tuple[Player, _Running, chess.Move]] = []
+        chosen: list[tuple[Player, _Running, chess.Move, int | None]] = []
         for player, games in ((player_a, a_to_move), (player_b, b_to_move)):
             if games:
-                chosen.extend((player, game, move) for game, move in zip(games, player.choose_moves([g.board for g in games])))
-        for player, game, move in chosen:
+                moves = player.choose_moves([g.board for g in games])
+                scores = getattr(player, "last_scores", None) if self.adjudication is not None else None
+                if scores is None or len(scores) != len(games):
+                    scores = [None] * len(games)
+                chosen.extend((player, game, move, score) for game, move, score in zip(games, moves, scores))
+        for player, game, move, score in chosen:
             if move not in game.board.legal_moves:
                 raise RuntimeError(f"{player.name} chose illegal move {move} in {game.board.fen()}")
+            if score is not None and game.board.turn == chess.BLACK:
+                score = -score
+            game.white_scores.append(score)
             game.board.push(move)
         still: list[_Running] = []
         finished: list[GameResult] = []
         for game in self.running:
             status = terminal_status(game.board)
-            if status is None and len(game.board.move_stack) - len(game.opening.moves) < self.max_plies:
+            adjudged = None
+            if status is None and self.adjudication is not None:
+                adjudged = self.adjudication.decide(game.board, game.white_scores)
+            if status is None and adjudged is None and len(game.board.move_stack) - len(game.opening.moves) < self.max_plies:
                 still.append(game)
                 continue
             if status is not None:
                 value, reason = status
                 white_value = value if game.board.turn == chess.WHITE else -value
+            elif adjudged is not None:
+                white_value, reason = adjudged
             else:
                 white_value, reason = 0.0, MAX_LENGTH
             white, black = (player_a.name, player_b.name) if game.a_is_white else (player_b.name, player_a.name)
@@ -284,13 +346,15 @@ def play_match(
     concurrency: int = 64,
     on_game: Callable[[GameResult, "MatchOutcome"], bool] | None = None,
     event: str = "arena",
+    adjudication: Adjudication | None = None,
 ) -> MatchOutcome:
     """Play every opening twice (A white, then A black); up to ``concurrency`` games at once.
 
     ``on_game(result, outcome_so_far)`` is called as each game ends; returning True stops the
     match (games still running are abandoned and not counted), e.g. when an SPRT has decided.
     """
-    match = Match(player_a, player_b, match_schedule(openings), max_plies, concurrency, event)
+    match = Match(player_a, player_b, match_schedule(openings), max_plies, concurrency, event,
+                  adjudication=adjudication)
     outcome = MatchOutcome(player_a.name, player_b.name)
     while not match.done:
         stop = False

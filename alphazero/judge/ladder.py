@@ -50,7 +50,7 @@ import numpy as np
 
 from alphazero.errors import InputError
 from alphazero.fileio import DirectoryLock, append_jsonl, output_file, read_jsonl
-from alphazero.judge.arena import GameResult, Match, ScheduledGame, match_schedule
+from alphazero.judge.arena import Adjudication, GameResult, Match, ScheduledGame, match_schedule
 from alphazero.judge.elo import Rating, fit_ratings
 from alphazero.judge.match import match_openings, player_seeds
 from alphazero.judge.players import make_player
@@ -73,7 +73,8 @@ game against the floor level still tells three quarters of what an even game doe
 
 # (player spec, opponent spec, games to play, max plies, seed, on_games) -> None. Plays every game of the
 # schedule (game index, opening, player has White) and hands finished games to on_games as they end.
-Runner = Callable[[str, str, Sequence[ScheduledGame], int, int, Callable[[list[GameResult]], None]], None]
+Runner = Callable[[str, str, Sequence[ScheduledGame], int, int, Callable[[list[GameResult]], None], Adjudication | None],
+                  None]
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class LadderSettings:
     opening_plies: int | None = None
     max_plies: int = 400
     seed: int = 0
+    adjudication: Adjudication | None = None  # None: every game played out
 
     def check(self) -> None:
         """``InputError`` naming the first bad setting."""
@@ -153,7 +155,8 @@ def round_seed(seed: int, player: str, number: int) -> int:
 
 
 def play_schedule(spec_a: str, spec_b: str, schedule: Sequence[ScheduledGame], max_plies: int, seed: int,
-                  chunk: int = 0, on_game: Callable[[GameResult], None] | None = None) -> list[GameResult]:
+                  chunk: int = 0, on_game: Callable[[GameResult], None] | None = None,
+                  adjudication: Adjudication | None = None) -> list[GameResult]:
     """Build both players from their specs and play ``schedule`` in this process, all games at once.
 
     The unit of work of a ladder round (``workers.ladder`` runs chunks of it as Ray tasks); the players are
@@ -166,7 +169,7 @@ def play_schedule(spec_a: str, spec_b: str, schedule: Sequence[ScheduledGame], m
         player_b = make_player(spec_b, seed=seed_b)
         stack.callback(player_b.close)
         match = Match(player_a, player_b, schedule, max_plies, concurrency=max(1, len(schedule)),
-                      event=f"ladder: {spec_a} vs {spec_b}")
+                      event=f"ladder: {spec_a} vs {spec_b}", adjudication=adjudication)
         while not match.done:
             for game in match.step():
                 results.append(game)
@@ -176,9 +179,10 @@ def play_schedule(spec_a: str, spec_b: str, schedule: Sequence[ScheduledGame], m
 
 
 def play_here(spec_a: str, spec_b: str, schedule: Sequence[ScheduledGame], max_plies: int, seed: int,
-              on_games: Callable[[list[GameResult]], None]) -> None:
+              on_games: Callable[[list[GameResult]], None], adjudication: Adjudication | None = None) -> None:
     """The sequential ``Runner``: every game of the round in this process, each handed on as it ends."""
-    play_schedule(spec_a, spec_b, schedule, max_plies, seed, on_game=lambda game: on_games([game]))
+    play_schedule(spec_a, spec_b, schedule, max_plies, seed, on_game=lambda game: on_games([game]),
+                  adjudication=adjudication)
 
 
 def _check_record(path: Path, number: int, record: dict[str, Any]) -> None:
@@ -354,7 +358,7 @@ class Ladder:
                 self.records.append(record)
                 self.new_games += 1
 
-        self.runner(player, opponent, schedule, self.settings.max_plies, seed, accept)
+        self.runner(player, opponent, schedule, self.settings.max_plies, seed, accept, self.settings.adjudication)
 
     # ----------------------------------------------------------------------------------------
     # The result

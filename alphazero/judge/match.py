@@ -14,7 +14,7 @@ import contextlib
 import math
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -23,6 +23,7 @@ import numpy as np
 from alphazero.errors import InputError
 from alphazero.fileio import output_file
 from alphazero.judge.arena import (
+    Adjudication,
     GameResult,
     MatchOutcome,
     Opening,
@@ -35,11 +36,11 @@ from alphazero.judge.players import make_player
 
 PROGRESS_LINE_SECONDS = 30.0  # how often ``progress="lines"`` writes a line
 
-# (spec_a, spec_b, chunks of (first_pair, openings), max_plies, seed, on_games, event) -> stopped early.
-# Plays every chunk with ``play_chunk`` somewhere (``workers.arena.play_chunks_on_ray``), handing each
-# chunk's games to ``on_games`` as it finishes; stops the rest once ``on_games`` returns True.
+# (spec_a, spec_b, chunks of (first_pair, openings), max_plies, seed, on_games, event, adjudication) ->
+# stopped early. Plays every chunk with ``play_chunk`` somewhere (``workers.arena.play_chunks_on_ray``),
+# handing each chunk's games to ``on_games`` as it finishes; stops the rest once ``on_games`` returns True.
 ChunkRunner = Callable[[str, str, Sequence[tuple[int, Sequence[Opening]]], int, int,
-                        Callable[[list[GameResult]], bool], str], bool]
+                        Callable[[list[GameResult]], bool], str, Adjudication | None], bool]
 
 
 def player_seeds(seed: int, chunk: int) -> tuple[int, int]:
@@ -71,7 +72,7 @@ def match_openings(pairs: int, path: str | Path | None = None, plies: int | None
 
 
 def play_chunk(spec_a: str, spec_b: str, openings: Sequence[Opening], first_pair: int, max_plies: int,
-               seed: int, chunk: int, event: str = "arena") -> list[GameResult]:
+               seed: int, chunk: int, event: str = "arena", adjudication: Adjudication | None = None) -> list[GameResult]:
     """Build both players from their specs and play ``openings`` (two games each) in this process.
 
     The unit of work of the parallel arena: game indices (and PGN ``Round`` headers) are shifted so
@@ -86,7 +87,7 @@ def play_chunk(spec_a: str, spec_b: str, openings: Sequence[Opening], first_pair
         player_b = make_player(spec_b, seed=seed_b)
         try:
             outcome = play_match(player_a, player_b, openings, max_plies=max_plies,
-                                 concurrency=2 * len(openings), event=event)
+                                 concurrency=2 * len(openings), event=event, adjudication=adjudication)
         finally:
             player_b.close()
     finally:
@@ -173,9 +174,10 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
               opening_plies: int | None = None, max_plies: int = 400, seed: int = 0,
               sprt: SPRT | None = None, pgn_path: str | Path | None = None,
               progress: str = "off", chunk_runner: ChunkRunner | None = None,
-              parallelism: int = 1) -> dict[str, Any]:
+              parallelism: int = 1, adjudication: Adjudication | None = None) -> dict[str, Any]:
     """Play ``spec_a`` against ``spec_b`` and return the report (see ``arena_report``).
 
+    ``adjudication``: end games the players' own scores agree on (``Adjudication``; None: play them out).
     ``progress`` on stderr: "off", "tty" (one line rewritten as games end) or "lines" (a line every
     ``PROGRESS_LINE_SECONDS`` and at the end: for logs). Both show the SPRT's LLR when there is one.
 
@@ -222,16 +224,17 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
             def accept(results: list[GameResult]) -> bool:
                 return any(tally.add(game) for game in sorted(results, key=lambda g: g.index))
 
-            chunk_runner(spec_a, spec_b, chunks, max_plies, seed, accept, event)
+            chunk_runner(spec_a, spec_b, chunks, max_plies, seed, accept, event, adjudication)
             # Games a chunk finished after the decision are not counted (as if the match had stopped there).
             outcome = MatchOutcome(names[0], names[1], sorted(tally.games, key=lambda g: g.index),
                                    stopped_early=len(tally.games) < games)
         else:
             outcome = play_match(player_a, player_b, openings, max_plies=max_plies, concurrency=min(64, games),
-                                 on_game=lambda game, _: tally.add(game), event=event)
+                                 on_game=lambda game, _: tally.add(game), event=event, adjudication=adjudication)
             outcome.games.sort(key=lambda g: g.index)
     report = arena_report(outcome, sprt)
     report["max_plies"] = max_plies
+    report["adjudication"] = None if adjudication is None else asdict(adjudication)
     report["openings"] = str(openings_path) if openings_path is not None else "random"
     if pgn_path is not None:
         report["pgn"] = str(pgn_path)

@@ -38,6 +38,7 @@ import chess
 import chess.engine
 import numpy as np
 
+from alphazero.board.game import MATE_CP
 from alphazero.config import SearchConfig
 from alphazero.errors import InputError, UserError
 from alphazero.nets.evaluator import NetworkEvaluator
@@ -48,6 +49,10 @@ PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, 
 
 
 class Player(Protocol):
+    """``name``, ``choose_moves`` and ``close``. A player that knows what its moves are worth also keeps
+    ``last_scores``: after each ``choose_moves`` call, one score per board, centipawns for the side to
+    move (a mate as +-``MATE_CP``, None where it has none): the arena's adjudication reads them."""
+
     name: str
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]: ...
@@ -164,17 +169,21 @@ class UCIPlayer:
                              f"(its options: {', '.join(sorted(known.values(), key=str.lower))})")
         try:
             self.engine.configure({known[key.lower()]: value for key, value in options.items()})
+            self.last_scores: list[int | None] = []
         except (ValueError, chess.engine.EngineError) as error:
             self.engine.quit()
             raise InputError(f"uci engine {command!r}: bad option value: {error}") from None
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
         moves = []
+        self.last_scores = []
         for board in boards:
-            result = self.engine.play(board, self.limit)
+            result = self.engine.play(board, self.limit, info=chess.engine.INFO_SCORE)
             if result.move is None:
                 raise RuntimeError(f"{self.name} returned no move for {board.fen()}")
             moves.append(result.move)
+            score = result.info.get("score")
+            self.last_scores.append(None if score is None else score.relative.score(mate_score=MATE_CP))
         return moves
 
     def close(self) -> None:

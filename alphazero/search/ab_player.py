@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 
 import chess
 
+from alphazero.board.game import MATE_CP
 from alphazero.errors import InputError
 from alphazero.nets.nnue_file import QuantisedNNUE, load_nnue, quantise
 from alphazero.search.alphabeta import MAX_PLY, TECHNIQUES, AlphaBeta, SearchInfo
@@ -44,13 +45,16 @@ class ABPlayer:
         self.depth, self.movetime_ms, self.nodes = depth, movetime_ms, nodes
         self.search = AlphaBeta(nnue if nnue is not None else eval_name, tt_mb=hash_mb, techniques=techniques)
         self._last = SearchInfo()
+        self.last_scores: list[int | None] = []  # the arena's adjudication reads these
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
         moves = []
+        self.last_scores = []
         for board in boards:
             move, self._last = self.search.search(board, depth=self.depth, nodes=self.nodes,
                                                   movetime_ms=self.movetime_ms)
             moves.append(move)
+            self.last_scores.append(search_score_cp(self._last))
         return moves
 
     def last_info(self) -> SearchInfo:
@@ -59,6 +63,14 @@ class ABPlayer:
 
     def close(self) -> None:
         pass
+
+
+def search_score_cp(info: SearchInfo) -> int:
+    """A search's score for the side to move in centipawns; a mate in n moves ``MATE_CP - n``, being mated
+    in n ``-MATE_CP + n`` (python-chess's ``Mate.score(mate_score=MATE_CP)``, as a UCI engine's)."""
+    if info.mate is not None:
+        return MATE_CP - info.mate if info.mate > 0 else -MATE_CP - info.mate
+    return int(info.score_cp or 0)
 
 
 def parse_ab_spec(spec: str) -> dict:
