@@ -176,6 +176,9 @@ class TrainConfig:
     material_horizon: int = 8
     steps_per_call: int = 50  # steps per learner call (a save point)
     device: str = "auto"  # auto: cuda when present, else cpu
+    # > 0: the arena's candidates are an exponential moving average of the learner's weights (and batch-norm
+    # statistics), updated each step with this decay (0.99: about the last 100 steps); 0: the weights as trained
+    ema_decay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -377,6 +380,7 @@ def _validate(config: RunConfig) -> None:
         (config.network.material_utility == 0 or config.network.material_head,
          "network.material_utility needs network.material_head: true"),
         (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),
+        (0 <= config.train.ema_decay < 1, "train.ema_decay must be in [0, 1) (0: no average)"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
         (config.train.optimizer in ("sgd", "adamw"), "train.optimizer must be sgd or adamw"),
         (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),

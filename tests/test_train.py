@@ -228,6 +228,72 @@ def test_state_round_trip_reproduces_the_next_step_exactly(tmp_path, optimizer):
         assert torch.equal(ours[key], theirs[key]), key
 
 
+def test_the_candidate_is_the_moving_average_of_the_weights(tmp_path):
+    """train.ema_decay d: after steps giving weights w1, w2, w3 the candidate holds w1 averaged on as
+    ema = d * ema + (1 - d) * w (parameters and batch-norm statistics); without it, the weights themselves."""
+    paths = [_shard(tmp_path, 12, seed=0)]
+    decay = 0.75
+    learner = Learner(TINY, _config(batch_size=4, ema_decay=decay), seed=0)
+    plain = Learner(TINY, _config(batch_size=4), seed=0)
+    for each in (learner, plain):
+        each.add_shards(paths)
+    snapshots = []
+    for _ in range(3):
+        learner.train(1)
+        snapshots.append({k: v.detach().clone().float() for k, v in learner.net.state_dict().items()})
+    expected = {k: v.clone() for k, v in snapshots[0].items()}
+    for snapshot in snapshots[1:]:
+        for key in expected:
+            expected[key] = decay * expected[key] + (1 - decay) * snapshot[key]
+    candidate = learner.candidate_network().state_dict()
+    checked = 0
+    for key, value in candidate.items():
+        if key.endswith("num_batches_tracked"):
+            continue
+        assert torch.allclose(value.float(), expected[key], atol=1e-6), key
+        checked += 1
+    assert checked > 10 and any("running_mean" in key for key in candidate)
+    trained = learner.get_network().state_dict()
+    assert not all(torch.equal(trained[k], candidate[k]) for k in trained)  # the average is not the last weights
+    plain.train(3)
+    assert all(torch.equal(v, plain.get_network().state_dict()[k]) for k, v in plain.candidate_network().state_dict().items())
+
+
+def test_the_average_resumes_exactly_and_starts_from_a_state_without_one(tmp_path):
+    paths = [_shard(tmp_path, 12, seed=0)]
+    config = _config(batch_size=4, ema_decay=0.9)
+    original = Learner(TINY, config, seed=0)
+    original.add_shards(paths)
+    original.train(3)
+    state_path = tmp_path / "learner.pt"
+    torch.save(original.state_dict(), state_path)
+    resumed = Learner(TINY, config, seed=7)
+    resumed.add_shards(paths)
+    resumed.load_state_dict(torch.load(state_path, weights_only=True), str(state_path))
+    original.train(2)
+    resumed.train(2)
+    for key, value in original.candidate_network().state_dict().items():
+        assert torch.equal(value, resumed.candidate_network().state_dict()[key]), key
+    # A state without an average (saved with ema_decay 0, or before the key existed) starts it from its weights.
+    off = Learner(TINY, _config(batch_size=4), seed=0)
+    off.add_shards(paths)
+    off.train(2)
+    state = off.state_dict()
+    del state["ema"]
+    switched = Learner(TINY, config, seed=3)
+    switched.load_state_dict(state)
+    for key, value in switched.candidate_network().state_dict().items():
+        assert torch.equal(value, off.get_network().state_dict()[key]), key
+
+
+def test_ema_decay_outside_its_range_is_refused():
+    from alphazero.config import load_config
+
+    for bad in ("1.0", "-0.1"):
+        with pytest.raises(Exception, match="train.ema_decay must be in"):
+            load_config("configs/default.yaml", [f"train.ema_decay={bad}"])
+
+
 def test_state_round_trip_is_needed_for_the_same_step(tmp_path):
     # Control for the test above: without the state, a learner with another seed diverges.
     paths = [_shard(tmp_path, 12, seed=0), _shard(tmp_path, 9, seed=1)]

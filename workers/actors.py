@@ -183,7 +183,7 @@ class LearnerWorker:
         return record
 
     def save_network(self, path: str, metadata: dict[str, Any]) -> str:
-        save_network(self.learner.get_network(), path, metadata)
+        save_network(self.learner.candidate_network(), path, metadata)
         return path
 
 

@@ -291,7 +291,7 @@ def pretrain(data_path: str | os.PathLike, config: RunConfig, out: str | os.Path
                 "epochs": epochs, "learner_step": learner.step,
                 "held_out_policy_loss": final_held["policy_loss"] if final_held else None,
                 "held_out_value_loss": final_held["value_loss"] if final_held else None}
-    save_network(learner.get_network(), out, metadata)
+    save_network(learner.candidate_network(), out, metadata)
     return {"out": str(out), "data": str(data_path), "kind": data.kind, "positions": data.num_positions,
             "train_positions": train_data.num_positions, "held_out_positions": held_data.num_positions if held_data else 0,
             "network": f"{config.network.blocks}x{config.network.channels}", "epochs": epochs, "steps": learner.step,

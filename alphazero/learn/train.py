@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from alphazero.config import TrainConfig
 from alphazero.errors import InputError
@@ -123,6 +124,13 @@ class Learner:
         self.rng = np.random.default_rng(seed)
         self.window = ReplayWindow(config.window_positions, config.material_horizon)
         self.shards_loaded: list[str] = []
+        self.ema = self._new_ema(self.net)
+
+    def _new_ema(self, net: PolicyValueNet) -> AveragedModel | None:
+        """torch's exponential moving average of ``net`` (parameters and buffers), or None when off."""
+        if self.config.ema_decay <= 0:
+            return None
+        return AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(self.config.ema_decay), use_buffers=True)
 
     # -- data -------------------------------------------------------------------------------------
 
@@ -166,6 +174,8 @@ class Learner:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
+            if self.ema is not None:
+                self.ema.update_parameters(self.net)
             totals += (loss.item(), value_loss.item(), policy_loss.item(), material_loss.item())
             self.step += 1
             self.samples_trained += self.config.batch_size
@@ -186,6 +196,15 @@ class Learner:
     def get_network(self) -> PolicyValueNet:
         return net_from_payload(self.get_weights())
 
+    def candidate_network(self) -> PolicyValueNet:
+        """The network a generation's candidate is: the moving average with ``train.ema_decay``, else
+        the weights as trained (a CPU copy either way)."""
+        if self.ema is None:
+            return self.get_network()
+        module = self.ema.module
+        assert isinstance(module, PolicyValueNet)
+        return net_from_payload(net_to_payload(module))
+
     def set_weights(self, payload: dict[str, Any]) -> None:
         self.net.load_state_dict(net_from_payload(payload).state_dict())
 
@@ -203,6 +222,7 @@ class Learner:
                           "has_uint32": int(rng_state["has_uint32"]), "uinteger": int(rng_state["uinteger"])},
             "torch_rng": torch.get_rng_state(),
             "shards_loaded": list(self.shards_loaded),
+            "ema": None if self.ema is None else self.ema.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any], source: str = "learner state") -> None:
@@ -225,10 +245,18 @@ class Learner:
             torch_rng = state["torch_rng"]
             if not isinstance(torch_rng, torch.Tensor) or torch_rng.shape != torch.get_rng_state().shape:
                 raise TypeError("torch_rng is not a torch random state")
+            # The average goes on from the saved one; a state saved without one (the average was off, or
+            # a file from before it existed) starts it from the loaded weights.
+            ema = self._new_ema(scratch)
+            if ema is not None and state.get("ema") is not None:
+                ema.load_state_dict(state["ema"])
         except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as error:
             raise InputError(f"{source}: incomplete learner state: {error}") from None
         self.net.load_state_dict(scratch.state_dict())
         self.optimizer.load_state_dict(optimizer.state_dict())
+        self.ema = None if ema is None else self._new_ema(self.net)
+        if self.ema is not None and ema is not None:
+            self.ema.load_state_dict(ema.state_dict())
         self.step, self.samples_trained = step, samples
         self.rng.bit_generator.state = rng_state
         torch.set_rng_state(torch_rng)
