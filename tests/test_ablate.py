@@ -1,0 +1,33 @@
+"""tools/ablate.py: an ablation's variants as the command line gives them, and its table."""
+
+import json
+
+import pytest
+
+from tools.ablate import parse_variant, run_summary, table
+
+
+def test_a_variant_is_a_name_and_its_overrides():
+    assert parse_variant("puct32") == ("puct32", [])
+    assert parse_variant("gumbel8: search.algorithm=gumbel, search.num_simulations=8") == (
+        "gumbel8", ["search.algorithm=gumbel", "search.num_simulations=8"])
+    assert parse_variant("ema: train.ema_decay=0.99,") == ("ema", ["train.ema_decay=0.99"])
+    for bad, words in (("", "the name"), ("a b: x.y=1", "the name"), ("v: algorithm=gumbel", "'algorithm=gumbel'"),
+                       ("v: search.algorithm", "SECTION.KEY=VALUE")):
+        with pytest.raises(ValueError, match=words):
+            parse_variant(bad)
+
+
+def test_the_summary_and_the_table_say_what_each_run_did(tmp_path):
+    (tmp_path / "state.json").write_text(json.dumps({
+        "games": 500, "positions": 80000, "learner_step": 300, "best_generation": 2, "generation": 3,
+        "elapsed_s": 1200.0}))
+    summary = run_summary(tmp_path)
+    assert summary["positions_per_s"] == pytest.approx(66.7) and summary["seconds"] == 1200
+    rows = [{"name": "puct32", "overrides": [], **summary, "anchor": True},
+            {"name": "gumbel8", "overrides": ["search.algorithm=gumbel"], **summary,
+             "rating": {"elo": 35.2, "elo_low": -20.1, "elo_high": 90.6}}]
+    lines = table(rows).splitlines()
+    assert lines[0].startswith("| variant | overrides | Elo [95%]") and len(lines) == 4
+    assert "| puct32 | (the config) | anchor (0) | 500 | 80,000 | 66.7 | 300 | 2 |" == lines[2]
+    assert "| +35 [-20, +91] |" in lines[3] and "search.algorithm=gumbel" in lines[3]
