@@ -44,13 +44,17 @@ class NetworkConfig:
     # searches read, (1 - u) * v + u * m. Measured: docs/RESULTS.md "The material head".
     material_head: bool = True
     material_utility: float = 0.5
+    # KataGo's auxiliary soft policy head: a second policy output, trained toward pi ** (1 / T) renormalised
+    # (train.soft_policy_temperature, weight train.soft_policy_weight), which searches never read.
+    soft_policy_head: bool = False
 
 
 # What changed in the schema since files were saved with it (a network's config, a run directory's
 # config.yaml), by section. Added later: a saved section that lacks the key was made before it existed,
 # and the value given rebuilds what the file holds. Renamed: a saved file's old name reads as the new
 # one; in a config a user writes, the old name is an error that names the new one.
-KEYS_ADDED_LATER: dict[str, dict[str, Any]] = {"network": {"material_head": False, "material_utility": 0.0}}
+KEYS_ADDED_LATER: dict[str, dict[str, Any]] = {"network": {"material_head": False, "material_utility": 0.0,
+                                                           "soft_policy_head": False}}
 KEYS_RENAMED: dict[str, dict[str, str]] = {"search": {"engine": "implementation"}}
 
 
@@ -179,6 +183,10 @@ class TrainConfig:
     # > 0: the arena's candidates are an exponential moving average of the learner's weights (and batch-norm
     # statistics), updated each step with this decay (0.99: about the last 100 steps); 0: the weights as trained
     ema_decay: float = 0.0
+    # With network.soft_policy_head: loss += soft_policy_weight * CE(pi ** (1 / T) renormalised, soft policy),
+    # T = soft_policy_temperature (KataGo: T 4, weight 8, which offsets the soft target's small gradients)
+    soft_policy_weight: float = 8.0
+    soft_policy_temperature: float = 4.0
 
 
 @dataclass(frozen=True)
@@ -381,6 +389,8 @@ def _validate(config: RunConfig) -> None:
          "network.material_utility needs network.material_head: true"),
         (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),
         (0 <= config.train.ema_decay < 1, "train.ema_decay must be in [0, 1) (0: no average)"),
+        (config.train.soft_policy_weight >= 0 and config.train.soft_policy_temperature >= 1,
+         "train.soft_policy_weight must be >= 0 and train.soft_policy_temperature >= 1"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
         (config.train.optimizer in ("sgd", "adamw"), "train.optimizer must be sgd or adamw"),
         (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),

@@ -18,7 +18,11 @@ from alphazero.nets.network import (
     NetworkConfig,
     PolicyValueNet,
     atomic_torch_save,
+    load_network,
+    net_from_payload,
+    net_to_payload,
     safe_torch_load,
+    save_network,
 )
 from alphazero.search.records import GameRecord
 
@@ -106,7 +110,7 @@ def test_compute_loss_is_squared_error_plus_cross_entropy():
     torch.manual_seed(0)
     net = PolicyValueNet(TINY).eval()
     planes, pi, z = _batch()
-    total, value_loss, policy_loss, material_loss = compute_loss(net, planes, pi, z)
+    total, value_loss, policy_loss, material_loss, _ = compute_loss(net, planes, pi, z)
     expected_value, expected_policy = _by_hand(net, planes, pi, z)
     assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
     assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)
@@ -120,12 +124,61 @@ def test_value_weight_drops_positions_from_the_value_term():
     net = PolicyValueNet(TINY).eval()
     planes, pi, z = _batch(6)
     weight = np.array([1, 0, 1, 1, 0, 0], dtype=np.float64)
-    _, value_loss, policy_loss, _ = compute_loss(net, planes, pi, z, torch.tensor(weight, dtype=torch.float32))
+    _, value_loss, policy_loss, _, _ = compute_loss(net, planes, pi, z, torch.tensor(weight, dtype=torch.float32))
     expected_value, expected_policy = _by_hand(net, planes, pi, z, weight)
     assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
     assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)  # the policy keeps every position
-    _, none_kept, _, _ = compute_loss(net, planes, pi, z, torch.zeros(6))
+    _, none_kept, _, _, _ = compute_loss(net, planes, pi, z, torch.zeros(6))
     assert none_kept.item() == 0.0
+
+
+def test_the_soft_policy_target_is_pi_to_the_power_one_over_t_renormalised():
+    from alphazero.learn.train import soft_policy_target
+
+    pi = torch.tensor([[0.6, 0.36, 0.03, 0.01, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
+    soft = soft_policy_target(pi, 4.0)
+    roots = np.array([0.6, 0.36, 0.03, 0.01]) ** 0.25  # KataGo's example: 60/36/3/1 -> about 37/32/17/13
+    assert soft[0, :4].numpy() == pytest.approx(roots / roots.sum(), rel=1e-5)
+    assert soft[0, 4].item() == 0.0 and soft[1].sum().item() == 0.0  # unvisited moves and empty rows stay 0
+    assert soft_policy_target(pi, 1.0)[0].numpy() == pytest.approx(pi[0].numpy())
+
+
+def test_the_soft_policy_head_adds_its_weighted_cross_entropy_and_nothing_else():
+    torch.manual_seed(0)
+    net = PolicyValueNet(dataclasses.replace(TINY, soft_policy_head=True)).eval()
+    planes, pi, z = _batch()
+    total, value_loss, policy_loss, _, soft = compute_loss(net, planes, pi, z, soft_policy_weight=8.0,
+                                                           soft_policy_temperature=4.0)
+    _, _, _, soft_logits = net.forward_training(planes)
+    from alphazero.learn.train import soft_policy_target
+
+    expected = -(soft_policy_target(pi, 4.0) * torch.log_softmax(soft_logits, dim=1)).sum(dim=1).mean()
+    assert soft.item() == pytest.approx(expected.item(), rel=1e-5) and soft.item() > 1.0
+    assert total.item() == pytest.approx(value_loss.item() + policy_loss.item() + 8.0 * soft.item(), rel=1e-5)
+    unweighted = compute_loss(net, planes, pi, z)  # weight 0: the head is not even run
+    assert unweighted.soft_policy.item() == 0.0 and unweighted.total.item() == pytest.approx(
+        value_loss.item() + policy_loss.item(), rel=1e-5)
+    logits, value = net(planes)  # what the searches read does not change with the head
+    plain = PolicyValueNet(TINY).eval()
+    plain.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("soft_policy_out")})
+    plain_logits, plain_value = plain(planes)
+    assert torch.equal(logits, plain_logits) and torch.equal(value, plain_value)
+
+
+def test_a_learner_with_the_soft_head_learns_it_and_saves_it(tmp_path):
+    config = _config(soft_policy_weight=8.0)
+    learner = Learner(dataclasses.replace(TINY, soft_policy_head=True), config, seed=0)
+    learner.add_shards([_shard(tmp_path)])
+    stats = [learner.train(1) for _ in range(25)]
+    assert stats[0].soft_policy_loss > 0 and np.mean([s.soft_policy_loss for s in stats[-5:]]) < 0.8 * stats[0].soft_policy_loss
+    path = tmp_path / "net.pt"
+    save_network(learner.candidate_network(), path)
+    loaded = load_network(path)
+    assert loaded.config.soft_policy_head and loaded.soft_policy_out is not None
+    # A network saved before the key existed loads without the head.
+    payload = net_to_payload(PolicyValueNet(TINY))
+    del payload["config"]["soft_policy_head"]
+    assert net_from_payload(payload).soft_policy_out is None
 
 
 # -- learning ---------------------------------------------------------------------------------------------
@@ -409,7 +462,7 @@ def test_material_loss_is_the_squared_error_of_the_material_output():
     net = PolicyValueNet(MATERIAL).eval()
     planes, pi, z = _batch()
     target = torch.tensor([0.5, -0.2, 0.0, 0.9, -0.7])
-    total, value_loss, policy_loss, material_loss = compute_loss(net, planes, pi, z, material=target,
+    total, value_loss, policy_loss, material_loss, _ = compute_loss(net, planes, pi, z, material=target,
                                                                  material_weight=0.3)
     with torch.no_grad():
         _, _, material = net.forward_heads(planes)

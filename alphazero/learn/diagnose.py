@@ -69,7 +69,7 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
         stats = learner.train(steps)
         learner.net.eval()
         with torch.no_grad():
-            _, value_loss, policy_loss, _ = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi),
+            _, value_loss, policy_loss, _, _ = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi),
                                                       torch.from_numpy(z), weight)
         rows.append({"step": stats.step, "train_value_loss": round(stats.value_loss, 4),
                      "held_value_loss": round(value_loss.item(), 4), "held_z_variance": round(target_variance, 4),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -52,18 +52,35 @@ class StepStats:
     material_loss: float  # 0 without network.material_head
     learning_rate: float
     samples_per_s: float
+    soft_policy_loss: float = 0.0  # 0 without network.soft_policy_head
+
+
+class Losses(NamedTuple):
+    total: torch.Tensor
+    value: torch.Tensor
+    policy: torch.Tensor
+    material: torch.Tensor  # 0 without the material head or targets
+    soft_policy: torch.Tensor  # 0 without the soft policy head or a weight
+
+
+def soft_policy_target(pi: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``pi ** (1 / T)`` renormalised per row (KataGo's soft policy target); a row of zeros stays zeros."""
+    soft = pi.clamp(min=0.0) ** (1.0 / temperature)
+    return soft / soft.sum(dim=1, keepdim=True).clamp(min=1e-12)
 
 
 def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
                  value_weight: torch.Tensor | None = None, material: torch.Tensor | None = None,
-                 material_weight: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(total, value, policy, material) losses: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``.
+                 material_weight: float = 1.0, soft_policy_weight: float = 0.0,
+                 soft_policy_temperature: float = 4.0) -> Losses:
+    """(total, value, policy, material, soft policy) losses: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``.
 
     ``value_weight`` ``[B]`` (0 or 1) drops positions from the value term (mean over the rest). The
     material term counts only when both the network has the head and ``material`` targets are given
-    (otherwise it is 0).
+    (otherwise it is 0); the soft policy term only when the network has its head and the weight is positive.
     """
-    logits, value, predicted = net.forward_heads(planes)
+    soft_wanted = soft_policy_weight > 0 and net.soft_policy_out is not None
+    logits, value, predicted, soft_logits = net.forward_training(planes, soft_policy=soft_wanted)
     if value_weight is None:
         value_loss = F.mse_loss(value, z)
     else:
@@ -74,7 +91,12 @@ def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z:
     if predicted is not None and material is not None:
         material_loss = F.mse_loss(predicted, material)
         total = total + material_weight * material_loss
-    return total, value_loss, policy_loss, material_loss
+    soft_loss = torch.zeros((), device=value.device)
+    if soft_logits is not None:
+        target = soft_policy_target(pi, soft_policy_temperature)
+        soft_loss = -(target * F.log_softmax(soft_logits, dim=1)).sum(dim=1).mean()
+        total = total + soft_policy_weight * soft_loss
+    return Losses(total, value_loss, policy_loss, material_loss, soft_loss)
 
 
 def value_targets(z: np.ndarray, q: np.ndarray, known: np.ndarray,
@@ -155,7 +177,7 @@ class Learner:
         if self.window.num_positions == 0:
             raise ValueError("cannot train: the replay window is empty")
         self.net.train()
-        totals = np.zeros(4)
+        totals = np.zeros(5)
         start = time.perf_counter()
         for _ in range(num_steps):
             rate = self.learning_rate()
@@ -169,21 +191,22 @@ class Learner:
             material_t = torch.from_numpy(batch.material).to(self.device)
             if weight is not None:
                 weight = weight.to(self.device)
-            loss, value_loss, policy_loss, material_loss = compute_loss(
-                self.net, planes_t, pi_t, z_t, weight, material_t, self.config.material_weight)
+            loss, value_loss, policy_loss, material_loss, soft_loss = compute_loss(
+                self.net, planes_t, pi_t, z_t, weight, material_t, self.config.material_weight,
+                self.config.soft_policy_weight, self.config.soft_policy_temperature)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
             if self.ema is not None:
                 self.ema.update_parameters(self.net)
-            totals += (loss.item(), value_loss.item(), policy_loss.item(), material_loss.item())
+            totals += (loss.item(), value_loss.item(), policy_loss.item(), material_loss.item(), soft_loss.item())
             self.step += 1
             self.samples_trained += self.config.batch_size
         elapsed = time.perf_counter() - start
         mean = totals / max(num_steps, 1)
         return StepStats(
             step=self.step, loss=float(mean[0]), value_loss=float(mean[1]), policy_loss=float(mean[2]),
-            material_loss=float(mean[3]),
+            material_loss=float(mean[3]), soft_policy_loss=float(mean[4]),
             learning_rate=self.learning_rate(), samples_per_s=num_steps * self.config.batch_size / max(elapsed, 1e-9),
         )
 

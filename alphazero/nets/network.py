@@ -88,6 +88,10 @@ class PolicyValueNet(nn.Module):
         self.material_out: nn.Module | None = (
             nn.Sequential(nn.Linear(config.value_hidden, 1), nn.Tanh()) if config.material_head else None
         )
+        # Reads the policy head's hidden features (policy_head[:-1]): a second 73-plane output, for training only.
+        self.soft_policy_out: nn.Module | None = (
+            nn.Conv2d(config.policy_channels, encoding.NUM_ACTIONS // 64, 1) if config.soft_policy_head else None
+        )
 
     def scale_input(self, planes: torch.Tensor) -> torch.Tensor:
         """``uint8 [B, 24, 8, 8]`` -> ``float32 [B, 24, 8, 8]`` by the encoder's fixed affine map."""
@@ -95,12 +99,22 @@ class PolicyValueNet(nn.Module):
 
     def forward_heads(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """planes -> (policy logits ``[B, 4672]``, value v ``[B]``, material m ``[B]`` or None without the head)."""
+        policy, value, material, _ = self.forward_training(planes, soft_policy=False)
+        return policy, value, material
+
+    def forward_training(self, planes: torch.Tensor, soft_policy: bool = True) -> tuple[
+            torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """``forward_heads`` and the soft policy logits ``[B, 4672]`` (None without the head or when not asked)."""
         x = self.tower(self.stem(self.scale_input(planes)))
-        policy = self.policy_head(x).flatten(1)  # [B, 73 * 64]: action = plane * 64 + square
+        features = self.policy_head[:-1](x)
+        policy = self.policy_head[-1](features).flatten(1)  # [B, 73 * 64]: action = plane * 64 + square
+        soft = None
+        if soft_policy and self.soft_policy_out is not None:
+            soft = self.soft_policy_out(features).flatten(1)
         hidden = self.value_head[:-2](x)
         value = self.value_head[-1](self.value_head[-2](hidden)).squeeze(1)
         material = self.material_out(hidden).squeeze(1) if self.material_out is not None else None
-        return policy, value, material
+        return policy, value, material, soft
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """planes ``uint8 [B, 24, 8, 8]`` -> (policy logits ``[B, 4672]``, value ``[B]`` for side to move):
