@@ -47,6 +47,9 @@ class NetworkConfig:
     # KataGo's auxiliary soft policy head: a second policy output, trained toward pi ** (1 / T) renormalised
     # (train.soft_policy_temperature, weight train.soft_policy_weight), which searches never read.
     soft_policy_head: bool = False
+    # > 0: every residual block ends in lc0's squeeze-excitation (global pooling: the board's mean of each
+    # channel -> FC to channels / se_ratio -> ReLU -> FC to a scale and a bias per channel); 0: plain blocks
+    se_ratio: int = 0
 
 
 # What changed in the schema since files were saved with it (a network's config, a run directory's
@@ -54,7 +57,7 @@ class NetworkConfig:
 # and the value given rebuilds what the file holds. Renamed: a saved file's old name reads as the new
 # one; in a config a user writes, the old name is an error that names the new one.
 KEYS_ADDED_LATER: dict[str, dict[str, Any]] = {"network": {"material_head": False, "material_utility": 0.0,
-                                                           "soft_policy_head": False}}
+                                                           "soft_policy_head": False, "se_ratio": 0}}
 KEYS_RENAMED: dict[str, dict[str, str]] = {"search": {"engine": "implementation"}}
 
 
@@ -387,6 +390,8 @@ def _validate(config: RunConfig) -> None:
         (0 <= config.network.material_utility <= 1, "network.material_utility must be in [0, 1]"),
         (config.network.material_utility == 0 or config.network.material_head,
          "network.material_utility needs network.material_head: true"),
+        (0 <= config.network.se_ratio <= config.network.channels,
+         "network.se_ratio must be in [0, network.channels] (0: no squeeze-excitation)"),
         (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),
         (0 <= config.train.ema_decay < 1, "train.ema_decay must be in [0, 1) (0: no average)"),
         (config.train.soft_policy_weight >= 0 and config.train.soft_policy_temperature >= 1,

@@ -42,10 +42,10 @@ def _planes(count: int = 6, seed: int = 0) -> torch.Tensor:
     return torch.from_numpy(encoding.encode_boards(boards))
 
 
-def _net_with_nontrivial_batchnorm(seed: int = 0) -> PolicyValueNet:
+def _net_with_nontrivial_batchnorm(seed: int = 0, config: NetworkConfig = TINY) -> PolicyValueNet:
     """A tiny net whose BatchNorm statistics and affine parameters are far from their defaults."""
     torch.manual_seed(seed)
-    net = PolicyValueNet(TINY)
+    net = PolicyValueNet(config)
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for module in net.modules():
@@ -221,8 +221,9 @@ def test_bare_pickled_object_is_refused_without_running_code(tmp_path):
 # -- inference fusion -----------------------------------------------------------------------------------------
 
 
-def test_fuse_for_inference_matches_eval_mode():
-    net = _net_with_nontrivial_batchnorm(seed=5)
+@pytest.mark.parametrize("config", [TINY, dataclasses.replace(TINY, se_ratio=2)], ids=["plain", "squeeze-excitation"])
+def test_fuse_for_inference_matches_eval_mode(config):
+    net = _net_with_nontrivial_batchnorm(seed=5, config=config)
     net.train()  # fusion must use the running statistics, whatever mode the source is in
     fused = fuse_for_inference(net)
     planes = _planes(8, seed=2)
@@ -235,6 +236,41 @@ def test_fuse_for_inference_matches_eval_mode():
     with torch.no_grad():
         train_logits, _ = net.train()(planes)
     assert not torch.allclose(train_logits, expected_logits, atol=1e-3)
+
+
+def test_squeeze_excitation_lets_a_square_see_the_whole_board(tmp_path):
+    """One block: the convolutions reach 4 squares (stem, two in the block, the policy head's 3x3), so a
+    rook on a1 or b1 cannot change the policy logits of moves from h8 (7 squares away) through them; with
+    squeeze-excitation's board-wide mean it does. The net saves, loads and exports as any other."""
+    from alphazero.nets.inference import INPUT_NAME, export_onnx, onnx_session
+
+    kings = chess.Board(None)
+    kings.set_piece_at(chess.E4, chess.Piece(chess.KING, chess.WHITE))
+    kings.set_piece_at(chess.E6, chess.Piece(chess.KING, chess.BLACK))
+    on_a1, on_b1 = kings.copy(), kings.copy()  # the same material (whose planes are board-wide constants)
+    on_a1.set_piece_at(chess.A1, chess.Piece(chess.ROOK, chess.WHITE))
+    on_b1.set_piece_at(chess.B1, chess.Piece(chess.ROOK, chess.WHITE))
+    planes = torch.from_numpy(encoding.encode_boards([on_a1, on_b1]))
+    h8 = [plane * 64 + chess.H8 for plane in range(73)]
+    differences = {}
+    for ratio in (0, 2):
+        torch.manual_seed(3)
+        net = PolicyValueNet(dataclasses.replace(TINY, se_ratio=ratio)).eval()
+        with torch.no_grad():
+            logits, _ = net(planes)
+        differences[ratio] = (logits[0, h8] - logits[1, h8]).abs().max().item()
+    assert differences[0] == 0.0 and differences[2] > 1e-6, differences  # exactly none without the pooling
+    path = tmp_path / "se.pt"
+    save_network(net, path)
+    loaded = load_network(path)
+    assert loaded.config.se_ratio == 2 and all(block.se is not None for block in loaded.tower)
+    session = onnx_session(export_onnx(loaded), threads=1)
+    onnx_logits, _ = session.run(None, {INPUT_NAME: planes.numpy()})
+    with torch.no_grad():
+        np.testing.assert_allclose(onnx_logits, loaded.eval()(planes)[0].numpy(), atol=1e-4)
+    payload = net_to_payload(PolicyValueNet(TINY))
+    del payload["config"]["se_ratio"]  # a network saved before the key existed has plain blocks
+    assert all(block.se is None for block in net_from_payload(payload).tower)
 
 
 def test_fused_copy_has_no_batchnorm_and_leaves_the_source_alone():

@@ -38,17 +38,36 @@ NET_FORMAT = "alphazero-chess-net"
 NET_FORMAT_VERSION = 1
 
 
+class SqueezeExcitation(nn.Module):
+    """lc0's squeeze-excitation (global pooling): each channel's mean over the board -> FC to
+    ``channels // ratio`` -> ReLU -> FC to ``2 * channels``, a scale ``w`` and a bias ``b`` per channel;
+    ``y -> sigmoid(w) * y + b``. What one square sees no longer stops at the convolutions' reach."""
+
+    def __init__(self, channels: int, ratio: int) -> None:
+        super().__init__()
+        self.squeeze = nn.Linear(channels, max(1, channels // ratio))
+        self.excite = nn.Linear(max(1, channels // ratio), 2 * channels)
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        pooled = y.mean(dim=(2, 3))
+        scale, bias = self.excite(F.relu(self.squeeze(pooled))).chunk(2, dim=1)
+        return torch.sigmoid(scale)[:, :, None, None] * y + bias[:, :, None, None]
+
+
 class ResidualBlock(nn.Module):
-    def __init__(self, channels: int) -> None:
+    def __init__(self, channels: int, se_ratio: int = 0) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn1: nn.Module = nn.BatchNorm2d(channels)  # nn.Identity once folded (fuse_for_inference)
         self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn2: nn.Module = nn.BatchNorm2d(channels)
+        self.se: nn.Module | None = SqueezeExcitation(channels, se_ratio) if se_ratio > 0 else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
         y = self.bn2(self.conv2(y))
+        if self.se is not None:
+            y = self.se(y)
         return F.relu(x + y)
 
 
@@ -67,7 +86,7 @@ class PolicyValueNet(nn.Module):
         self.stem = nn.Sequential(
             nn.Conv2d(encoding.NUM_PLANES, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()
         )
-        self.tower = nn.Sequential(*[ResidualBlock(c) for _ in range(config.blocks)])
+        self.tower = nn.Sequential(*[ResidualBlock(c, config.se_ratio) for _ in range(config.blocks)])
         self.policy_head = nn.Sequential(
             nn.Conv2d(c, config.policy_channels, 3, padding=1, bias=False),
             nn.BatchNorm2d(config.policy_channels),
