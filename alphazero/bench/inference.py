@@ -46,6 +46,64 @@ def settings_named(name: str) -> InferenceSettings:
     return InferenceSettings(precision, "cl" in flags, "pin" in flags)
 
 
+def _session_runner(session: Any) -> Callable[[np.ndarray], Any]:
+    return lambda x: session.run(None, {INPUT_NAME: x})
+
+
+def real_planes(count: int, seed: int = 0) -> np.ndarray:
+    """The planes of ``count`` positions of random games (openings to endgames)."""
+    import chess
+
+    from alphazero.board import encoding
+
+    rng = np.random.default_rng(seed)
+    boards: list[chess.Board] = []
+    while len(boards) < count:
+        board = chess.Board()
+        for _ in range(int(rng.integers(4, 120))):
+            moves = list(board.legal_moves)
+            if not moves:
+                break
+            board.push(moves[int(rng.integers(len(moves)))])
+        if not board.is_game_over():
+            boards.append(board)
+    return encoding.encode_boards(boards)
+
+
+def int8_models(net: PolicyValueNet) -> dict[str, bytes]:
+    """ONNX Runtime's int8 forms of the exported net: ``onnx-int8-dynamic`` (weights int8, activations
+    quantised per call) and ``onnx-int8-static`` (QDQ, activations calibrated on 512 real positions)."""
+    import tempfile
+    from pathlib import Path
+
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    class Positions(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter([{INPUT_NAME: real_planes(64, seed)} for seed in range(8)])
+
+        def get_next(self) -> dict | None:
+            return next(self.batches, None)
+
+    out = {}
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "net.onnx"
+        source.write_bytes(export_onnx(net))
+        dynamic, static = Path(folder) / "dynamic.onnx", Path(folder) / "static.onnx"
+        quantize_dynamic(source, dynamic, weight_type=QuantType.QInt8)
+        quantize_static(source, static, Positions(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        out["onnx-int8-dynamic"] = dynamic.read_bytes()
+        out["onnx-int8-static"] = static.read_bytes()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/default.yaml")
@@ -54,6 +112,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--variants", default="", help="comma-separated PRECISION[+cl][+pin] (default: the device's set)")
     parser.add_argument("--compile", action="store_true", help="also torch.compile (tens of seconds per batch size)")
+    parser.add_argument("--int8", action="store_true",
+                        help="also ONNX Runtime int8: dynamic quantisation, and static (QDQ) calibrated on real positions")
+    parser.add_argument("--real", action="store_true",
+                        help="time and compare on positions from middlegames (default: random bit planes)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA device here")
@@ -72,12 +134,15 @@ def main() -> None:
     if device.type == "cpu":
         session = onnx_session(export_onnx(net), threads=args.threads)
         variants["onnxruntime"] = lambda x: session.run(None, {INPUT_NAME: x})
+        if args.int8:
+            for name, model in int8_models(net).items():
+                variants[name] = _session_runner(onnx_session(model, threads=args.threads))
     if args.compile:
         compiled = torch.compile(fuse_for_inference(net).to(device), dynamic=False)
         variants["compile"] = lambda x: (compiled(torch.from_numpy(x).to(device))[0].float().cpu().numpy(),)
     rng = np.random.default_rng(0)
     for batch in (int(b) for b in args.batches.split(",")):
-        planes = rng.integers(0, 2, (batch, 24, 8, 8), dtype=np.uint8)
+        planes = (real_planes(batch) if args.real else rng.integers(0, 2, (batch, 24, 8, 8), dtype=np.uint8))
         row: dict[str, Any] = {"batch": batch, "device": device.type}
         with torch.inference_mode():
             reference = first(eager(torch.from_numpy(planes)))
