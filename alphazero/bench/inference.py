@@ -51,23 +51,11 @@ def _session_runner(session: Any) -> Callable[[np.ndarray], Any]:
 
 
 def real_planes(count: int, seed: int = 0) -> np.ndarray:
-    """The planes of ``count`` positions of random games (openings to endgames)."""
-    import chess
-
+    """The planes of ``count`` positions of random games (``alphazero.bench.positions.sample_positions``)."""
+    from alphazero.bench.positions import sample_positions
     from alphazero.board import encoding
 
-    rng = np.random.default_rng(seed)
-    boards: list[chess.Board] = []
-    while len(boards) < count:
-        board = chess.Board()
-        for _ in range(int(rng.integers(4, 120))):
-            moves = list(board.legal_moves)
-            if not moves:
-                break
-            board.push(moves[int(rng.integers(len(moves)))])
-        if not board.is_game_over():
-            boards.append(board)
-    return encoding.encode_boards(boards)
+    return encoding.encode_boards(sample_positions(count, seed))
 
 
 def int8_models(net: PolicyValueNet) -> dict[str, bytes]:
