@@ -259,13 +259,10 @@ def _tactical_value(sq, st, move):
     return value
 
 
-@njit(cache=True)
-def see(bb, sq, st, move):
-    """Static exchange evaluation of ``move`` (a capture, en passant or promotion; 0 for a quiet
-    move to a square nobody attacks): centipawns the side to move wins by the best sequence of
-    recaptures on the destination, each side free to stop, least valuable attacker first, sliders
-    behind sliders joining as the pieces in front leave (x-rays). Pins are not looked at; a king
-    takes only when nothing defends the square."""
+@njit(cache=True, inline="always")
+def _see_start(bb, sq, st, move):
+    """``(gain, on_square, occupied)`` once ``move`` is made: what it takes (en passant's pawn, a
+    promotion's gain), the value standing on its square, the board's occupancy without the mover."""
     start = move & 63
     end = (move >> 6) & 63
     promotion = move >> 12
@@ -273,29 +270,47 @@ def see(bb, sq, st, move):
     occupied = bb[OCC_WHITE] | bb[OCC_BLACK]
     victim = sq[end]
     mover = sq[start] % 6
-    gains = np.empty(34, np.int64)
-    gains[0] = 0
+    gain = np.int64(0)
     if victim != EMPTY:
-        gains[0] = SEE_VALUES[victim % 6]
+        gain = SEE_VALUES[victim % 6]
     elif mover == PAWN and end == st[ST_EP]:
-        gains[0] = SEE_VALUES[PAWN]
+        gain = SEE_VALUES[PAWN]
         occupied ^= bit(end - 8 if side == 0 else end + 8)  # the pawn taken en passant
-    on_square = SEE_VALUES[mover]  # the value standing on ``end`` once the move is made
+    on_square = SEE_VALUES[mover]
     if promotion:
-        gains[0] += SEE_VALUES[promotion] - SEE_VALUES[PAWN]
+        gain += SEE_VALUES[promotion] - SEE_VALUES[PAWN]
         on_square = SEE_VALUES[promotion]
-    occupied ^= bit(start)
-    colour = 1 - side
+    return gain, on_square, occupied ^ bit(start)
+
+
+@njit(cache=True, inline="always")
+def _least_valuable(bb, found, colour):
+    """``(kind, bits)``: the least valuable role of ``colour`` among ``found`` (not empty), its pieces there."""
+    kind = 0
+    piece_bits = found & bb[6 * colour]
+    while piece_bits == 0:
+        kind += 1
+        piece_bits = found & bb[6 * colour + kind]
+    return kind, piece_bits
+
+
+@njit(cache=True)
+def see(bb, sq, st, move):
+    """Static exchange evaluation of ``move`` (a capture, en passant or promotion; 0 for a quiet
+    move to a square nobody attacks): centipawns the side to move wins by the best sequence of
+    recaptures on the destination, each side free to stop, least valuable attacker first, sliders
+    behind sliders joining as the pieces in front leave (x-rays). Pins are not looked at; a king
+    takes only when nothing defends the square."""
+    end = (move >> 6) & 63
+    gains = np.empty(34, np.int64)
+    gains[0], on_square, occupied = _see_start(bb, sq, st, move)
+    colour = 1 - st[ST_SIDE]
     depth = 0
     while True:
         found = attackers(bb, end, colour, occupied) & occupied
         if found == 0:
             break
-        kind = 0
-        piece_bits = found & bb[6 * colour]
-        while piece_bits == 0:
-            kind += 1
-            piece_bits = found & bb[6 * colour + kind]
+        kind, piece_bits = _least_valuable(bb, found, colour)
         if kind == KING and attackers(bb, end, 1 - colour, occupied ^ bit(lsb(piece_bits))) & occupied:
             break  # the king may not take a defended piece
         depth += 1
@@ -317,42 +332,22 @@ def see_ge(bb, sq, st, move, threshold):
     ``see_ge``: the balance kept relative to the threshold, each side stopping as soon as going on
     cannot change the answer). The same exchanges as ``see``: least valuable attacker first, x-rays,
     a king takes only an undefended piece; the search asks this, ``see`` is the reference."""
-    start = move & 63
     end = (move >> 6) & 63
-    promotion = move >> 12
-    side = st[ST_SIDE]
-    occupied = bb[OCC_WHITE] | bb[OCC_BLACK]
-    victim = sq[end]
-    mover = sq[start] % 6
-    gain = np.int64(0)
-    if victim != EMPTY:
-        gain = SEE_VALUES[victim % 6]
-    elif mover == PAWN and end == st[ST_EP]:
-        gain = SEE_VALUES[PAWN]
-        occupied ^= bit(end - 8 if side == 0 else end + 8)
-    on_square = SEE_VALUES[mover]
-    if promotion:
-        gain += SEE_VALUES[promotion] - SEE_VALUES[PAWN]
-        on_square = SEE_VALUES[promotion]
+    gain, on_square, occupied = _see_start(bb, sq, st, move)
     swap = gain - threshold
     if swap < 0:
         return False  # even unanswered, the capture wins less than the threshold
     swap = on_square - swap
     if swap <= 0:
         return True  # even losing the piece that took, the exchange stays at or above it
-    occupied ^= bit(start)
-    colour = side
+    colour = st[ST_SIDE]
     res = 1
     while True:
         colour = 1 - colour
         found = attackers(bb, end, colour, occupied) & occupied
         if found == 0:
             break
-        kind = 0
-        piece_bits = found & bb[6 * colour]
-        while piece_bits == 0:
-            kind += 1
-            piece_bits = found & bb[6 * colour + kind]
+        kind, piece_bits = _least_valuable(bb, found, colour)
         if kind == KING:
             if attackers(bb, end, 1 - colour, occupied ^ bit(lsb(piece_bits))) & occupied:
                 break  # the king may not take a defended piece: the side to take stops here
