@@ -74,7 +74,9 @@ def saved_config(saved: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """Search budget and PUCT constants (AlphaZero's defaults where it had one)."""
+    """A search's budget, algorithm and constants (AlphaZero's and mctx's defaults where they had one). The
+    defaults are self-play's: Gumbel at 32 simulations; a player's search starts from PUCT instead
+    (``alphazero.judge.players.PLAYER_SEARCH``, what its figures were measured with)."""
 
     num_simulations: int = 32  # configs/default.yaml's budget (AlphaZero: 800)
     c_puct: float = 1.25
@@ -87,7 +89,7 @@ class SearchConfig:
     reuse_tree: bool = True
     twofold_draw: bool = True  # a position repeating one earlier in the same tree is a draw (as lc0)
     mate_in_one: bool = True  # a node whose mover can mate is a proven win; a root plays its mate (module docs)
-    algorithm: str = "puct"  # puct (AlphaZero) or gumbel (Gumbel AlphaZero, sequential halving)
+    algorithm: str = "gumbel"  # gumbel (Gumbel AlphaZero, sequential halving) or puct (AlphaZero)
     gumbel_considered: int = 16  # m: root actions sampled by Gumbel-top-k (mctx's default)
     gumbel_c_visit: float = 50.0  # sigma(q) = (c_visit + max N) * c_scale * q
     gumbel_c_scale: float = 0.1

@@ -24,11 +24,13 @@ def test_bench_json_has_every_figure(capsys) -> None:
     assert main(["bench", "--json", "--seconds", "0.05", *TINY]) == 0
     figures = json.loads(capsys.readouterr().out)
     for key in ("encode_per_s", "net_batch1_per_s", "net_batched_per_s", "search_batch1_sims_per_s",
-                "search_batched_sims_per_s", "search_batched_sims_per_s_python", "search_batched_sims_per_s_gumbel",
+                "search_batched_sims_per_s", "search_batched_sims_per_s_python",
                 "search_overhead_us_per_sim", "perft_nodes_per_s", "ab_nodes_per_s", "ab_nnue_nodes_per_s",
                 "net_batched_per_s_torch", "net_batched_per_s_onnx", "nnue_train_positions_per_s_1t",
                 "nnue_train_positions_per_s_2t"):
         assert figures[key] > 0, key
+    # The configured search (self-play's default: gumbel) and the other algorithm beside it.
+    assert figures["search_algorithm"] == "gumbel" and figures["search_batched_sims_per_s_puct"] > 0
     assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_implementation"] == "auto"
     assert figures["device"] == "cpu" and figures["inference"] == "fp32" and figures["backend"] == "onnx"
 

@@ -307,7 +307,7 @@ def tree_statistics_are_exact(search: CompiledMCTS, tree: CompiledGameTree) -> i
 ])
 @pytest.mark.parametrize("mate_in_one", [True, False])
 def test_uniform_search_finds_mate_in_one(fen: str, mate_in_one: bool) -> None:
-    search = CompiledMCTS(UniformPlaneEvaluator(), SearchConfig(num_simulations=400, mate_in_one=mate_in_one))
+    search = CompiledMCTS(UniformPlaneEvaluator(), SearchConfig(algorithm="puct", num_simulations=400, mate_in_one=mate_in_one))
     tree = CompiledGameTree(chess.Board(fen), seed=0)
     result = search.search([tree])[0]
     board = chess.Board(fen)
@@ -407,7 +407,7 @@ def test_slots_are_reused_and_a_board_changed_outside_advance_is_reloaded() -> N
 
 
 def test_trees_grow_past_their_first_capacity_and_reuse_keeps_statistics() -> None:
-    search = CompiledMCTS(HashNetwork(), SearchConfig(num_simulations=300))
+    search = CompiledMCTS(HashNetwork(), SearchConfig(algorithm="puct", num_simulations=300))
     tree = CompiledGameTree(chess.Board(ORACLE_POSITIONS[2].fen()), seed=0)
     first = search.search([tree], temperature=0.0)[0]
     assert search.forest.num_nodes >= 300 and tree_statistics_are_exact(search, tree) > 250

@@ -445,7 +445,7 @@ def test_result_is_a_distribution_over_the_legal_moves(fen):
     evaluator = RecordingEvaluator("hash")
     tree = GameTree(b, seed=5)
     sims = 57
-    result = MCTS(evaluator, SearchConfig(num_simulations=sims)).search([tree], add_noise=True, temperature=1.0)[0]
+    result = MCTS(evaluator, SearchConfig(algorithm="puct", num_simulations=sims)).search([tree], add_noise=True, temperature=1.0)[0]
     legal = list(b.legal_moves)
     assert len(result.moves) == len(set(result.moves)) == len(legal)
     assert set(result.moves) == set(legal)
@@ -511,7 +511,7 @@ def _assert_non_root_priors_are_clean(tree: GameTree) -> int:
 
 def test_dirichlet_noise_touches_only_the_root():
     b = board(QUIET_POSITIONS[2])
-    config = SearchConfig(num_simulations=150)
+    config = SearchConfig(algorithm="puct", num_simulations=150)
     noisy_tree, clean_tree = GameTree(b, seed=3), GameTree(b, seed=3)
     noisy_result = MCTS(RecordingEvaluator("hash"), config).search([noisy_tree], add_noise=True)[0]
     clean_result = MCTS(RecordingEvaluator("hash"), config).search([clean_tree], add_noise=False)[0]
@@ -531,7 +531,7 @@ def test_dirichlet_noise_touches_only_the_root():
 def test_noisy_root_priors_drive_root_selection():
     """Uniform priors and zero values: the first simulation picks the argmax of the priors in use."""
     tree = GameTree(chess.Board(), seed=42)
-    result = MCTS(UniformEvaluator(), SearchConfig(num_simulations=1)).search([tree], add_noise=True)[0]
+    result = MCTS(UniformEvaluator(), SearchConfig(algorithm="puct", num_simulations=1)).search([tree], add_noise=True)[0]
     _assert_noisy_mixture(tree)
     assert int(np.argmax(result.visit_counts)) == int(np.argmax(tree.root_priors))
     assert int(np.argmax(tree.root_priors)) != 0  # not what the clean (uniform) priors alone would pick
@@ -540,7 +540,7 @@ def test_noisy_root_priors_drive_root_selection():
 def test_noise_redrawn_and_statistics_kept_after_advance():
     b = board(QUIET_POSITIONS[0])
     evaluator = RecordingEvaluator("hash")
-    mcts = MCTS(evaluator, SearchConfig(num_simulations=120))
+    mcts = MCTS(evaluator, SearchConfig(algorithm="puct", num_simulations=120))
     tree = GameTree(b, seed=9)
     first = mcts.search([tree], add_noise=True, temperature=0.0)[0]
     child = tree.root.children[first.moves.index(first.move)]
@@ -640,7 +640,7 @@ def test_virtual_loss_batches_several_leaves_per_game_and_still_finds_mates():
     sims = 300
     trees = [GameTree(board(fen), seed=i) for i, fen in enumerate(fens)]
     # Without mate_in_one, which would search only the mate (no leaf for the network at all).
-    results = MCTS(evaluator, SearchConfig(num_simulations=sims, leaves_per_game=8, mate_in_one=False)).search(trees)
+    results = MCTS(evaluator, SearchConfig(algorithm="puct", num_simulations=sims, leaves_per_game=8, mate_in_one=False)).search(trees)
     assert max(evaluator.batch_sizes[1:]) > len(trees)  # [0] is the root expansion
     for fen, tree, result in zip(fens, trees, results):
         assert result.move in mating_moves(board(fen))

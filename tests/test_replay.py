@@ -175,7 +175,7 @@ def test_stored_pi_is_what_the_search_produced(tmp_path, played):
         for board, result in log:
             lo, hi = shard.policy_offsets[position], shard.policy_offsets[position + 1]
             stored = _dense_pi(shard.policy_actions[lo:hi], shard.policy_counts[lo:hi])
-            searched = _dense_pi(encoding.moves_to_actions(board, result.moves), result.visit_counts)
+            searched = _dense_pi(encoding.moves_to_actions(board, result.moves), result.target_counts)
             np.testing.assert_allclose(stored, searched, rtol=0, atol=1e-12)
             np.testing.assert_array_equal(encoding.unpack_planes(shard.planes[position]), encoding.encode_board(board))
             position += 1

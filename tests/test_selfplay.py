@@ -275,7 +275,7 @@ def _visit_counts_of_played_moves(record, moves, before):
 
 
 def _play_for_temperature(temperature_plies: int):
-    player = _player(search=SearchConfig(num_simulations=12), games_per_worker=4, max_plies=13,
+    player = _player(search=SearchConfig(algorithm="puct", num_simulations=12), games_per_worker=4, max_plies=13,
                      temperature_plies=temperature_plies, random_opening_plies=1, seed=9)
     games = []
     for record in player.play(4):
@@ -352,7 +352,7 @@ QUEEN_UP = "4k3/8/8/8/8/8/3Q4/4K3 w - - 0 1"  # White is a queen up: only Black 
 
 def test_resignation_comes_from_the_losing_side_never_the_winning_one() -> None:
     for seed in range(3):
-        player = _player(search=SearchConfig(num_simulations=16), fen=QUEEN_UP, evaluator=_MaterialValue(), seed=seed,
+        player = _player(search=SearchConfig(algorithm="puct", num_simulations=16), fen=QUEEN_UP, evaluator=_MaterialValue(), seed=seed,
                          resign_threshold=-0.8, resign_moves=3, resign_playout_fraction=0.0, max_plies=120)
         game = player.play(1)[0]
         _, before, final = _replay(game.pgn)

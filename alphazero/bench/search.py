@@ -96,11 +96,11 @@ def search_overhead(engine: str = "compiled", positions: str = "start", games: i
     return _figures(run_workload(search, tree_fn, boards, sims, moves, config.reuse_tree))
 
 
-def search_overhead_us_per_sim(seconds: float = 3.0, moves: int = 16) -> float:
-    """``alphazero bench``'s ``search_overhead_us_per_sim``: the compiled search, uniform evaluator with
-    the encoding, 48 games x 32 simulations for ``moves`` moves from the start position (repeated with
-    new games for about ``seconds``), CPU microseconds per simulation."""
-    search = CompiledMCTS(UniformPlaneEvaluator(), SearchConfig(num_simulations=32))
+def search_overhead_us_per_sim(seconds: float = 3.0, moves: int = 16, algorithm: str = "puct") -> float:
+    """``alphazero bench``'s ``search_overhead_us_per_sim``: the compiled search (``algorithm``: the configured
+    one in ``bench``), uniform evaluator with the encoding, 48 games x 32 simulations for ``moves`` moves from
+    the start position (repeated with new games for about ``seconds``), CPU microseconds per simulation."""
+    search = CompiledMCTS(UniformPlaneEvaluator(), SearchConfig(num_simulations=32, algorithm=algorithm))
     run_workload(search, CompiledGameTree, start_boards("start", 2), 4, 2)  # compile or load the cache
     simulations, cpu = 0, 0.0
     while cpu < seconds or simulations == 0:
@@ -162,7 +162,7 @@ def bench_figures(config: Any, seconds: float = 3.0, device: str = "cpu") -> dic
     moves = max(2, int(seconds * 3000 / sims / games))  # as suite.bench_search sizes its run
     batched = network_search("compiled", config.network, "middlegame", games, sims, moves, config.search, None,
                              device)
-    return {"search_overhead_us_per_sim": search_overhead_us_per_sim(seconds),
+    return {"search_overhead_us_per_sim": search_overhead_us_per_sim(seconds, algorithm=config.search.algorithm),
             "search_batched_sims_per_s_compiled": batched["sims_per_s"]}
 
 

@@ -135,7 +135,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
         "search_batched_sims_per_s_python": round(bench_search(net, python_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
         "search_batched_sims_per_s_" + other: round(bench_search(net, other_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
-        "search_overhead_us_per_sim": search_overhead_us_per_sim(seconds),
+        "search_overhead_us_per_sim": search_overhead_us_per_sim(seconds, algorithm=config.search.algorithm),
         **bench_alphabeta(),
         **bench_nnue_training(seconds),
         "device": device,

@@ -45,6 +45,11 @@ from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.network import PolicyValueNet, load_network
 from alphazero.search.factory import build_search
 
+# A network player's search where its spec and its caller name none: PUCT at 100 simulations. PUCT, not
+# self-play's default Gumbel (alphazero.config.SearchConfig): every ladder and arena figure of an mcts: player
+# in README and docs/RESULTS.md was measured with it; ``algorithm=gumbel`` in a spec plays Gumbel.
+PLAYER_SEARCH = SearchConfig(num_simulations=100, algorithm="puct")
+
 PIECE_VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9, chess.KING: 0}
 
 
@@ -303,7 +308,7 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
         from dataclasses import replace
 
         try:
-            config = replace(search or SearchConfig(num_simulations=100), **changes)
+            config = replace(search or PLAYER_SEARCH, **changes)
         except ValueError as error:  # a precision or backend SearchConfig refuses, or a pairing of them
             raise InputError(f"player spec {spec!r}: {error}") from None
         try:

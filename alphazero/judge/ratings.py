@@ -71,11 +71,12 @@ def rate_players(specs: Sequence[str], games_per_pair: int, max_plies: int = 400
 
 
 def _generation_player(path: Path, name: str, sims: int) -> Player:
-    from alphazero.config import SearchConfig
-    from alphazero.judge.players import MCTSPlayer
+    from dataclasses import replace
+
+    from alphazero.judge.players import PLAYER_SEARCH, MCTSPlayer
     from alphazero.nets.network import load_network
 
-    return MCTSPlayer(load_network(path), SearchConfig(num_simulations=sims), name=name)
+    return MCTSPlayer(load_network(path), replace(PLAYER_SEARCH, num_simulations=sims), name=name)
 
 
 def run_ratings(run_dir: str | Path, anchors: Sequence[str] = (), games: int = 20, sims: int | None = None,

@@ -138,8 +138,9 @@ def play_human(checkpoint: str | None = None, human_color: chess.Color = chess.W
     not write to) is an ``InputError`` before the network is loaded or a move is asked for, as are
     ``sims < 1``, a missing network, a bad spec, and neither or both of ``checkpoint`` and ``player``.
     """
-    from alphazero.config import SearchConfig
-    from alphazero.judge.players import MCTSPlayer, make_player, resolve_network_path
+    from dataclasses import replace
+
+    from alphazero.judge.players import PLAYER_SEARCH, MCTSPlayer, make_player, resolve_network_path
     from alphazero.nets.network import load_network
 
     stdin = stdin or sys.stdin
@@ -156,7 +157,7 @@ def play_human(checkpoint: str | None = None, human_color: chess.Color = chess.W
     else:
         assert checkpoint is not None
         network_path = resolve_network_path(checkpoint)
-        opponent = MCTSPlayer(load_network(network_path), SearchConfig(num_simulations=sims),
+        opponent = MCTSPlayer(load_network(network_path), replace(PLAYER_SEARCH, num_simulations=sims),
                               name=f"alphazero ({network_path.name}, {sims} sims)")
         opponent_name = opponent.name
     board = chess.Board()

@@ -363,7 +363,9 @@ class NetworkSearcher(Searcher):
                 format_info_string(f"position is drawn ({status[1]}); move from the raw policy"),
                 format_info(depth=1, seldepth=1, nodes=0, score="cp 0", time=job.elapsed_ms(), pv=[move])]
 
-        mcts = MCTS(self._tracker, SearchConfig(num_simulations=1, c_puct=job.settings["c_puct"]))
+        # PUCT: an anytime search, grown in chunks until a limit (Gumbel's sequential halving needs its budget
+        # before it starts).
+        mcts = MCTS(self._tracker, SearchConfig(algorithm="puct", num_simulations=1, c_puct=job.settings["c_puct"]))
         root_stack = len(board.move_stack)
         self._tracker.max_stack = root_stack
         searchable = len(moves) > 1
