@@ -273,12 +273,18 @@ def test_gumbel_same_results_as_the_python_search_other_settings(config: SearchC
 
 
 def tree_statistics_are_exact(search: CompiledMCTS, tree: CompiledGameTree) -> int:
-    """Every expanded node has N = 1 + sum N(s, a) and W(s, a) = -W(child); no node waits for the network
-    and no virtual loss is left behind. Returns the number of nodes."""
+    """Every node of the tree (reached from the root by child pointers; kept nodes no search tried are not
+    in it) is expanded or terminal, an expanded one has N = 1 + sum N(s, a) and W(s, a) = -W(child): no node
+    waits for the network and no virtual loss is left behind. Returns the number of nodes."""
     f = search.forest
     g = tree.slot
-    nodes = int(f.trees[g, C.T_NUM_NODES])
-    for node in range(nodes):
+    reached = [0]
+    for node in reached:
+        if f.nodes_i[g, node, C.NI_STATE] == C.EXPANDED:
+            start, count = f.nodes_i[g, node, C.NI_EDGE_START], f.nodes_i[g, node, C.NI_NUM_EDGES]
+            reached += [int(child) for child in f.edges_i[g, start:start + count, C.EI_CHILD] if child >= 0]
+    nodes = len(reached)
+    for node in reached:
         state = f.nodes_i[g, node, C.NI_STATE]
         assert state in (C.EXPANDED, C.TERMINAL)
         if state == C.TERMINAL:
@@ -339,6 +345,30 @@ def test_gumbel_finds_mate_in_one_and_starts_each_search_from_a_fresh_root(fen: 
     tree.advance(first.move)
     second = search.search([tree], num_simulations=10)[0]
     assert second.visit_counts.sum() == 10 and tree_statistics_are_exact(search, tree) <= 11
+
+
+@pytest.mark.parametrize("leaves_per_game", [1, 3])
+def test_gumbel_reuses_the_kept_subtrees_evaluations_and_searches_the_same(leaves_per_game: int) -> None:
+    # Statistics start afresh at every Gumbel search, but with reuse_tree the subtree of the move played
+    # keeps its network evaluations: the same search, simulation for simulation (virtual losses included),
+    # with fewer positions sent to the network.
+    runs = {}
+    for reuse in (True, False):
+        network = HashNetwork()
+        config = SearchConfig(num_simulations=32, leaves_per_game=leaves_per_game, reuse_tree=reuse, **GUMBEL)
+        search = CompiledMCTS(network, config)
+        trees = [CompiledGameTree(board, seed=i) for i, board in enumerate(ORACLE_POSITIONS)]
+        log = []
+        for _ in range(8):
+            live = [tree for tree in trees if terminal_status(tree.board) is None]
+            for tree, result in zip(live, search.search(live, add_noise=True, temperature=1.0)):
+                log.append((result.move, result.visit_counts.tolist(), result.pi.tobytes(), result.root_value))
+                assert tree_statistics_are_exact(search, tree) > 0
+                tree.advance(result.move, reuse=reuse)
+        runs[reuse] = log, sum(network.calls)
+    (kept, kept_positions), (fresh, fresh_positions) = runs[True], runs[False]
+    assert len(kept) >= 60 and kept == fresh
+    assert kept_positions < 0.92 * fresh_positions  # 0.87 when written: a 32-simulation Gumbel tree is shallow
 
 
 def test_terminal_positions_are_scored_and_finished_games_refused() -> None:

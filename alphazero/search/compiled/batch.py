@@ -26,7 +26,7 @@ from alphazero.board.encode_kernel import NUM_ACTIONS, plane_rows
 from alphazero.board.kernel import MAX_MOVES
 from alphazero.config import SearchConfig
 from alphazero.search.compiled.expansion import collect_roots, expand_leaves
-from alphazero.search.compiled.gumbel import clear_searched_roots, normalise_policy, policy_logits, root_priors
+from alphazero.search.compiled.gumbel import normalise_policy, policy_logits, restart_searched_roots, root_priors
 from alphazero.search.compiled.root import choose_moves, root_sizes, root_statistics, set_root_priors
 from alphazero.search.compiled.selection import MAX_DEPTH, collect_leaves
 from alphazero.search.compiled.tree import (
@@ -111,6 +111,7 @@ class CompiledMCTS:
         self._rows = plane_rows(self._planes)
         self._request_slots = np.zeros(0, np.int64)
         self._request_nodes = np.zeros(0, np.int64)
+        self._request_rows = np.zeros(0, np.int64)
         self._moves = np.zeros(MAX_MOVES, np.int32)
         self._softmax = np.zeros(MAX_MOVES, np.float64)
         self._alphas: dict[int, np.ndarray] = {}  # Dirichlet parameters by number of moves
@@ -127,24 +128,27 @@ class CompiledMCTS:
             self._rows = plane_rows(self._planes)  # the same memory, a rank at a time
             self._request_slots = np.zeros(requests, np.int64)
             self._request_nodes = np.zeros(requests, np.int64)
+            self._request_rows = np.zeros(requests, np.int64)
 
-    def _evaluate(self, count: int) -> None:
-        """The network on the round's ``count`` leaves (in chunks of the evaluator's ``max_batch``), then
-        their expansion and backup."""
-        step = getattr(self.evaluator, "max_batch", None) or count
-        if count <= step:
-            logits, values = self.evaluator.forward(self._planes[:count])
+    def _evaluate(self, count: int, rows: int) -> None:
+        """The network on the round's ``rows`` planes (in chunks of the evaluator's ``max_batch``; none when
+        every leaf of the round was kept), then the expansion and backup of its ``count`` leaves."""
+        step = getattr(self.evaluator, "max_batch", None) or rows
+        if rows == 0:
+            logits, values = np.zeros((0, NUM_ACTIONS), np.float32), np.zeros(0, np.float32)
+        elif rows <= step:
+            logits, values = self.evaluator.forward(self._planes[:rows])
         else:
             # Copies: an evaluator's outputs are valid until its next call only.
-            parts = [tuple(np.array(part) for part in self.evaluator.forward(self._planes[start:min(start + step, count)]))
-                     for start in range(0, count, step)]
+            parts = [tuple(np.array(part) for part in self.evaluator.forward(self._planes[start:min(start + step, rows)]))
+                     for start in range(0, rows, step)]
             logits = np.concatenate([part[0] for part in parts])
             values = np.concatenate([np.asarray(part[1]).reshape(-1) for part in parts])
         logits = np.ascontiguousarray(logits, dtype=np.float32)
-        values = np.ascontiguousarray(values, dtype=np.float32).reshape(count)
+        values = np.ascontiguousarray(values, dtype=np.float32).reshape(rows)
         f = self.forest
-        expand_leaves(count, self._request_slots, self._request_nodes, logits, values, self.params, f.nodes_i,
-                      f.nodes_f, f.edges_i, f.edges_f, self._softmax)
+        expand_leaves(count, self._request_slots, self._request_nodes, self._request_rows, logits, values, self.params,
+                      f.nodes_i, f.nodes_f, f.edges_i, f.edges_f, self._softmax)
 
     def search(
         self,
@@ -187,19 +191,19 @@ class CompiledMCTS:
         count = len(trees)
         f = self.forest
         gumbel = config.algorithm == "gumbel"
-        if gumbel:  # no tree reuse: sequential halving's schedule assumes a root without visits
-            clear_searched_roots(slots, f.nodes_i, f.nodes_f, f.edges_i, f.trees)
+        if gumbel:  # statistics afresh: sequential halving's schedule assumes a root without visits
+            restart_searched_roots(slots, f.nodes_i, f.nodes_f, f.edges_i, f.edges_f, f.trees, config.reuse_tree)
         # Each simulation adds at most one node; each leaf at most MAX_MOVES edges.
         nodes_needed = int(f.trees[slots, T_NUM_NODES].max()) + max(budgets) + 2
         f.reserve(nodes_needed, int(f.trees[slots, T_NUM_EDGES].max()) + MAX_MOVES)
         self._buffers(count * config.leaves_per_game)
         requests, finished = collect_roots(slots, f.nodes_i, f.nodes_f, f.edges_i, f.edges_f, f.trees, f.bb, f.sq, f.st,
                                            f.keys, f.undo, self._rows, self._request_slots, self._request_nodes,
-                                           self._moves, self.config.mate_in_one)
+                                           self._request_rows, self._moves, self.config.mate_in_one)
         if finished >= 0:
             raise ValueError(f"cannot search a finished game: {trees[finished].board.fen()}")
         if requests:
-            self._evaluate(requests)
+            self._evaluate(requests, requests)
         sizes = np.zeros(count, np.int64)
         root_sizes(slots, f.nodes_i, sizes)
         offsets = np.zeros(count + 1, np.int64)
@@ -221,12 +225,12 @@ class CompiledMCTS:
         while left:
             if most_edges + leaves_per_round > f.num_edges:
                 f.reserve(f.num_nodes, most_edges + leaves_per_round)
-            requests, left, most_edges = collect_leaves(
+            requests, rows, left, most_edges = collect_leaves(
                 slots, remaining, self.params, f.nodes_i, f.nodes_f, f.edges_i, f.edges_f, f.trees, f.bb, f.sq,
-                f.st, f.keys, f.undo, self._rows, self._request_slots, self._request_nodes, self._moves, root_scores,
-                offsets, schedule, schedule_offsets, self._scratch)
+                f.st, f.keys, f.undo, self._rows, self._request_slots, self._request_nodes, self._request_rows,
+                self._moves, root_scores, offsets, schedule, schedule_offsets, self._scratch)
             if requests:
-                self._evaluate(requests)
+                self._evaluate(requests, rows)
             elif left:  # every game collided with a leaf no network call will answer
                 raise RuntimeError("the search stalled on leaves waiting for the network")
         if (remaining < 0).any():

@@ -50,6 +50,7 @@ from alphazero.search.compiled.tree import (
     EF_VALUE,
     EI_ACTION,
     EI_CHILD,
+    EI_KEPT,
     EI_MOVE,
     EI_ORDER,
     EI_VISITS,
@@ -150,6 +151,7 @@ def reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, ma
         edges_i[g, edge, EI_MOVE] = moves[k]
         edges_i[g, edge, EI_ACTION] = move_action(moves[k], flip)
         edges_i[g, edge, EI_CHILD] = -1
+        edges_i[g, edge, EI_KEPT] = -1
         edges_i[g, edge, EI_VISITS] = 0
         edges_f[g, edge, EF_VALUE] = 0.0
     nodes_i[g, node, NI_EDGE_START] = start
@@ -161,7 +163,7 @@ def reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, ma
 
 @njit(cache=True)
 def collect_roots(slots, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys, undo, planes, request_slots,
-                  request_nodes, moves, mate_in_one):
+                  request_nodes, request_rows, moves, mate_in_one):
     """Every root not expanded yet, reset and encoded for one network call (``MCTS._expand_roots``).
 
     Returns ``(requests, finished)``: ``finished`` is the index in ``slots`` of a game that is over
@@ -181,6 +183,7 @@ def collect_roots(slots, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, 
             return requests, j
         request_slots[requests] = g
         request_nodes[requests] = 0
+        request_rows[requests] = requests
         requests += 1
     return requests, -1
 
@@ -223,13 +226,20 @@ def sort_by_prior(edges_i, edges_f, g, start, count):
 
 
 @njit(cache=True)
-def expand_leaves(count, request_slots, request_nodes, logits, values, params, nodes_i, nodes_f, edges_i,
+def expand_leaves(count, request_slots, request_nodes, request_rows, logits, values, params, nodes_i, nodes_f, edges_i,
                   edges_f, scratch):
-    """The network's answer for ``count`` leaves: priors over each leaf's moves, then the backup of its value."""
+    """The answers for a round's ``count`` leaves, in the order collected: the network's (row
+    ``request_rows[r]`` of ``logits`` and ``values``) gives priors over the leaf's moves, then the backup of
+    its value; a kept leaf (row -1: ``tree``'s "Kept evaluations") backs up the value it kept."""
     virtual_loss = params[P_VIRTUAL_LOSS]
-    for r in range(count):
-        g = request_slots[r]
-        leaf = request_nodes[r]
+    for j in range(count):
+        g = request_slots[j]
+        leaf = request_nodes[j]
+        r = request_rows[j]
+        if r < 0:
+            nodes_i[g, leaf, NI_STATE] = EXPANDED
+            backup(nodes_i, nodes_f, edges_f, g, leaf, nodes_f[g, leaf, NF_RAW], virtual_loss)
+            continue
         start = nodes_i[g, leaf, NI_EDGE_START]
         moves = nodes_i[g, leaf, NI_NUM_EDGES]
         softmax_over(logits[r], edges_i, edges_f, g, start, moves, scratch)  # children, visits, W: set by reach

@@ -5,8 +5,8 @@ Owns ``alphazero.search.mcts``'s Gumbel formulas (its docstring has them), opera
 min-max normalised, ``sigma = (c_visit + max N) * c_scale * q``); the root's choice, the considered
 move with the scheduled visit count and the best ``g + logits + sigma(q)`` (``root_index``); the
 deterministic choice below the root, ``argmax pi'(a) - N(a) / (1 + sum N)`` over the tried moves and
-the best untried one (``interior_index``); the roots that must start afresh (``clear_searched_roots``:
-no tree reuse) and, after the search, the improved policy's logits and the best survivor played
+the best untried one (``interior_index``); the roots that must start afresh (``restart_searched_roots``:
+no statistics reused, the network's evaluations kept with ``reuse_tree``) and, after the search, the improved policy's logits and the best survivor played
 (``policy_logits``) and its softmax (``normalise_policy``). Reads the tree layout of ``tree``; knows
 nothing of networks, torch or Ray.
 
@@ -58,6 +58,7 @@ from alphazero.search.compiled.tree import (
     NI_NUM_TRIED,
     NI_STATE,
     clear_tree,
+    keep_evaluations,
 )
 
 TINY = np.finfo(np.float64).tiny  # ``completed_q_transform``'s floor of the priors
@@ -214,9 +215,11 @@ def interior_index(nodes_i, nodes_f, edges_i, edges_f, g, node, start, count, c_
 
 
 @njit(cache=True)
-def clear_searched_roots(slots, nodes_i, nodes_f, edges_i, trees):
-    """A fresh tree for every game whose root has visited moves (``MCTS.search``: sequential halving's
-    schedule assumes a root without visits); a kept root that was expanded but never searched stays."""
+def restart_searched_roots(slots, nodes_i, nodes_f, edges_i, edges_f, trees, keep):
+    """Statistics afresh for every game whose root has visited moves (``MCTS.search``: sequential halving's
+    schedule assumes a root without visits): with ``keep`` (``reuse_tree``) the tree's network evaluations
+    stay for the new search to reuse (``tree.keep_evaluations``), else a fresh tree; a kept root that was
+    expanded but never searched stays as it is."""
     for j in range(len(slots)):
         g = slots[j]
         if nodes_i[g, 0, NI_STATE] != EXPANDED:
@@ -224,7 +227,10 @@ def clear_searched_roots(slots, nodes_i, nodes_f, edges_i, trees):
         start = nodes_i[g, 0, NI_EDGE_START]
         for k in range(nodes_i[g, 0, NI_NUM_EDGES]):
             if edges_i[g, start + k, EI_VISITS] > 0:
-                clear_tree(nodes_i, nodes_f, trees, g)
+                if keep:
+                    keep_evaluations(nodes_i, nodes_f, edges_i, edges_f, trees, g)
+                else:
+                    clear_tree(nodes_i, nodes_f, trees, g)
                 break
 
 

@@ -6,7 +6,7 @@ scored over the tried moves in the order first tried, then the best untried one 
 urgency (``Q(parent) - fpu_reduction``; ties to the earlier), or with ``P_GUMBEL`` Gumbel's choices
 (``gumbel``: sequential halving at the root, the deterministic rule below it), a root that can mate
 searching its mate only, virtual loss on the way down and undone on a collision (``select_leaf``); and
-a round over every game with budget left (``collect_leaves``), whose terminal leaves back up at once
+a round over every game with budget left (``collect_leaves``), whose terminal and kept leaves back up at once
 and whose other leaves wait for the network. Reads the tree layout of ``tree``, the settings in
 ``params`` and, for Gumbel, the roots' arrays of ``gumbel``; knows nothing of networks, torch or Ray.
 
@@ -29,6 +29,7 @@ from alphazero.search.compiled.tree import (
     EF_SEL_PRIOR,
     EF_VALUE,
     EI_CHILD,
+    EI_KEPT,
     EI_MOVE,
     EI_ORDER,
     EI_TRIED,
@@ -62,30 +63,36 @@ from alphazero.search.compiled.tree import (
     new_node,
 )
 
-# What one selection found.
-SELECT_COLLISION, SELECT_TERMINAL, SELECT_REQUEST, SELECT_TOO_DEEP = 0, 1, 2, 3
+# What one selection found (SELECT_KEPT: a kept node's first visit, its network value known).
+SELECT_COLLISION, SELECT_TERMINAL, SELECT_REQUEST, SELECT_TOO_DEEP, SELECT_KEPT = 0, 1, 2, 3, 4
 MAX_DEPTH = SEARCH_RESERVE - 16  # plies below the root; the kernel keeps SEARCH_RESERVE free
 
 
 @njit(cache=True, inline="always")
 def _try(nodes_i, nodes_f, edges_i, trees, g, node, start, i):
-    """Give the node's move ``i`` (local) a child and append it to the tried list."""
+    """Give the node's move ``i`` (local) a child, the node kept for it if any (``tree``'s "Kept
+    evaluations"), and append it to the tried list."""
     tried = nodes_i[g, node, NI_NUM_TRIED]
     edges_i[g, start + tried, EI_TRIED] = i
     nodes_i[g, node, NI_NUM_TRIED] = tried + 1
-    edges_i[g, start + i, EI_CHILD] = new_node(nodes_i, nodes_f, trees, g, node, start + i)
+    kept = edges_i[g, start + i, EI_KEPT]
+    if kept >= 0:
+        edges_i[g, start + i, EI_KEPT] = -1
+        edges_i[g, start + i, EI_CHILD] = kept
+    else:
+        edges_i[g, start + i, EI_CHILD] = new_node(nodes_i, nodes_f, trees, g, node, start + i)
 
 
 @njit(cache=True)
 def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys, undo, g, moves, planes,
-                request, root_scores, scores_first, schedule, schedule_first, schedule_length, scratch):
+                row, root_scores, scores_first, schedule, schedule_first, schedule_length, scratch):
     """Descend from the root of slot ``g`` to a leaf, adding virtual visits (``MCTS._select``).
 
     Gumbel's root reads its scores from ``root_scores[scores_first:]`` and its halving schedule from
     ``schedule[schedule_first:schedule_first + schedule_length]`` (``gumbel``'s arrays; unread by PUCT).
-    Returns ``(what, leaf)``: ``SELECT_REQUEST`` (the leaf's planes are in ``planes[request]``, the
+    Returns ``(what, leaf)``: ``SELECT_REQUEST`` (the leaf's planes are in ``planes[row]``, the
     ``rows`` view of the round's planes),
-    ``SELECT_TERMINAL``, ``SELECT_COLLISION`` (the leaf already waits; virtual visits undone) or
+    ``SELECT_TERMINAL``, ``SELECT_KEPT`` (a kept node, ``tree``'s "Kept evaluations"), ``SELECT_COLLISION`` (the leaf already waits; virtual visits undone) or
     ``SELECT_TOO_DEEP``. The slot's board is back at the root on return.
     """
     c_puct = params[P_C_PUCT]
@@ -106,6 +113,9 @@ def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, k
         if state == TERMINAL:
             what = SELECT_TERMINAL
             break
+        if state == EXPANDED and node != 0 and nodes_i[g, node, NI_VISITS] == 0:
+            what = SELECT_KEPT  # only a kept node is expanded without a visit
+            break
         if state != EXPANDED:
             if state == PENDING:
                 child = node
@@ -121,7 +131,7 @@ def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, k
                 what = SELECT_COLLISION
                 break
             if reach(nodes_i, nodes_f, edges_i, edges_f, trees, g, node, depth, twofold, mate_in_one, board_bb,
-                     board_sq, board_st, board_keys, board_undo, moves, planes[request]):
+                     board_sq, board_st, board_keys, board_undo, moves, planes[row]):
                 what = SELECT_REQUEST
             else:
                 what = SELECT_TERMINAL
@@ -187,28 +197,32 @@ def select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, k
 
 @njit(cache=True)
 def collect_leaves(slots, remaining, params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys,
-                   undo, planes, request_slots, request_nodes, moves, root_scores, offsets, schedule, schedule_offsets,
-                   scratch):
+                   undo, planes, request_slots, request_nodes, request_rows, moves, root_scores, offsets, schedule,
+                   schedule_offsets, scratch):
     """One round of selection in every game with budget left (``MCTS.search``'s inner loop).
 
     ``root_scores``, ``offsets``, ``schedule``, ``schedule_offsets``, ``scratch``: Gumbel's root arrays
     (``gumbel``'s layout; empty arrays and zero offsets for PUCT).
 
-    Each game collects up to ``leaves_per_game`` leaves for the network; terminal leaves back up at
-    once (and do not count towards it); a collision ends the game's round. Returns ``(requests,
-    left, most_edges)``: the number of leaves written to ``planes``/``request_*``, whether any game
-    has budget left, and the largest edge count in use (the driver grows the arrays from it).
+    Each game collects up to ``leaves_per_game`` leaves; terminal leaves back up at once (and do not count
+    towards it); a collision ends the game's round. A leaf for the network has its planes in row
+    ``request_rows[r]`` of ``planes``; a kept leaf (``tree``'s "Kept evaluations") has row -1, waits as
+    a network leaf would and backs up in ``expand_leaves``, in its turn, so the search is the same
+    simulation for simulation. Returns ``(requests, rows, left, most_edges)``: the leaves in ``request_*``,
+    the rows of ``planes`` for the network, whether any game has budget left, and the largest edge count
+    in use (the driver grows the arrays from it).
     ``remaining`` (int64 [G]) is decremented in place; -1 in it afterwards marks a search too deep.
     """
     leaves_per_game = int(params[P_LEAVES_PER_GAME])
     virtual_loss = params[P_VIRTUAL_LOSS]
     requests = 0
+    rows = 0
     for j in range(len(slots)):
         g = slots[j]
         collected = 0
         while remaining[j] > 0 and collected < leaves_per_game:
             what, leaf = select_leaf(params, nodes_i, nodes_f, edges_i, edges_f, trees, bb, sq, st, keys, undo, g,
-                                     moves, planes, requests, root_scores, offsets[j], schedule, schedule_offsets[j],
+                                     moves, planes, rows, root_scores, offsets[j], schedule, schedule_offsets[j],
                                      schedule_offsets[j + 1] - schedule_offsets[j], scratch)
             if what == SELECT_COLLISION:
                 break
@@ -218,9 +232,15 @@ def collect_leaves(slots, remaining, params, nodes_i, nodes_f, edges_i, edges_f,
             remaining[j] -= 1
             if what == SELECT_TERMINAL:
                 backup(nodes_i, nodes_f, edges_f, g, leaf, nodes_f[g, leaf, NF_TERMINAL], virtual_loss)
-            else:
+            else:  # a leaf for the network, or a kept one answered with the network's call (as it would be)
                 request_slots[requests] = g
                 request_nodes[requests] = leaf
+                if what == SELECT_KEPT:
+                    nodes_i[g, leaf, NI_STATE] = PENDING
+                    request_rows[requests] = -1
+                else:
+                    request_rows[requests] = rows
+                    rows += 1
                 requests += 1
                 collected += 1
     left = False
@@ -229,4 +249,4 @@ def collect_leaves(slots, remaining, params, nodes_i, nodes_f, edges_i, edges_f,
         if remaining[j] > 0:
             left = True
         most_edges = max(most_edges, trees[slots[j], T_NUM_EDGES])
-    return requests, left, most_edges
+    return requests, rows, left, most_edges
