@@ -86,6 +86,8 @@ class SearchConfig:
     dirichlet_epsilon: float = 0.25
     leaves_per_game: int = 1  # > 1 collects several leaves per game per network call (virtual loss)
     virtual_loss: float = 1.0
+    # PUCT keeps the played move's subtree and its statistics; Gumbel starts its statistics afresh and keeps
+    # only the subtree's network evaluations (the compiled search; alphazero.search.compiled.tree).
     reuse_tree: bool = True
     twofold_draw: bool = True  # a position repeating one earlier in the same tree is a draw (as lc0)
     mate_in_one: bool = True  # a node whose mover can mate is a proven win; a root plays its mate (module docs)
