@@ -26,8 +26,8 @@ rules (checkmate, stalemate, insufficient material, fifty moves, threefold repet
 a position repeating one earlier in the tree as a draw, and a position whose mover can mate in one as
 a win), the same root Dirichlet noise and move sampling drawn from the tree's generator, the same
 tree reuse; for Gumbel (whose statistics start afresh at every search, while with ``reuse_tree`` the
-network evaluations of the kept subtree are reused: ``tree``'s "Kept evaluations") the same Gumbel draws, halving schedule, completed Q, deterministic selection
-below the root and improved policy (numpy's ``exp`` and ``log`` where ``mcts`` takes numpy's: see
+network evaluations of the kept subtree are reused: ``tree``'s "Kept evaluations") the same Gumbel
+draws, halving schedule, completed Q, deterministic selection below the root and improved policy (numpy's ``exp`` and ``log`` where ``mcts`` takes numpy's: see
 ``gumbel``). Moves are kept in ``alphazero.board.movegen``'s order (``alphazero.board.move_order``)
 and priors are softmaxed as ``masked_softmax`` does, sums in numpy's pairwise order, so with the same
 evaluator and seed both searches return the same visit counts, the same moves and the same policy
