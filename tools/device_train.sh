@@ -5,8 +5,8 @@
 #
 # Builds numba's cache once (so the actors load machine code instead of each compiling), samples the GPU's
 # use every 5 s, trains CONFIG under a SIGINT when SECONDS have passed (train's own Ctrl-C path: the state is saved), and
-# copies the run's small files (networks, state.json, events, metrics, arena games; not the replay) to
-# $OUT/run. If the run fails within its first two minutes with the learner on the GPU, it is tried once
+# archives the run's small files (networks, state.json, events, metrics, arena games; not the replay)
+# into $OUT/run.tgz. If the run fails within its first two minutes with the learner on the GPU, it is tried once
 # more with the learner on the CPU, so one device call still gives a run.
 set -u
 seconds=$1 config=$2
@@ -33,9 +33,8 @@ if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ $(($(date +%s) - begun)) -lt 120 ] &&
     run=/tmp/run-cpu-learner
 fi
 kill "$smi" 2>/dev/null
-mkdir -p "$out/run"
-for part in config.yaml state.json events.jsonl metrics.jsonl arena networks; do
-    cp -r "$run/$part" "$out/run/" 2>/dev/null
-done
+# One archive: a device call brings back only a few files.
+parts=$(cd "$run" && ls -d config.yaml state.json events.jsonl metrics.jsonl arena networks 2>/dev/null)
+tar czf "$out/run.tgz" -C "$run" $parts
 du -sh "$out"/* | tee "$out/sizes.txt"
 tail -n 30 "$out/train.log"
