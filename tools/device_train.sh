@@ -4,10 +4,10 @@
 #   bash tools/device_setup.sh run bash tools/device_train.sh SECONDS CONFIG [--set ...]
 #
 # Builds numba's cache once (so the actors load machine code instead of each compiling), samples the GPU's
-# use every 5 s, trains CONFIG under a SIGINT when SECONDS have passed (train's own Ctrl-C path: the state is saved), and
-# archives the run's small files (networks, state.json, events, metrics, arena games; not the replay)
-# into $OUT/run.tgz. If the run fails within its first two minutes with the learner on the GPU, it is tried once
-# more with the learner on the CPU, so one device call still gives a run.
+# use every 5 s, trains CONFIG under a SIGINT when SECONDS have passed (train's own Ctrl-C path: the state
+# is saved), and archives the run's small files (networks, state.json, events, metrics, arena games; not
+# the replay) into $OUT/run.tgz. If the run fails within its first two minutes with the learner on the GPU,
+# it is tried once more with the learner on the CPU, so one device call still gives a run.
 set -u
 seconds=$1 config=$2
 shift 2

@@ -345,7 +345,7 @@ class Driver:
             # Not waited for: the call queues behind the learner's call in flight (an actor runs its calls in
             # order, so the learner still sees every shard before its next training call), and the driver goes
             # on taking results meanwhile. Waiting here held the driver for the rest of each training call and
-            # left the learner idle for each pass's writes (on one GPU it trained 10 steps/s of its 70).
+            # left the learner idle for each pass's writes (on one GPU it trained 10 steps/s of its 74).
             # A restarted learner reads the newest shards from disk.
             ref = self.learner.add_shards.remote([str(path)])
             self.shard_learners[ref] = self.learner
