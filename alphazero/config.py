@@ -176,6 +176,11 @@ class TrainConfig:
     weight_decay: float = 1e-4
     lr_milestones: tuple[int, ...] = ()  # learning rate is multiplied by lr_gamma at these steps
     lr_gamma: float = 0.1
+    # > 0: over the last this share of the run's wall time (max_minutes), the learning rate falls along a
+    # half cosine to lr_anneal_floor times its value (a fixed-length run ends on weights trained at a small
+    # step, as supervised schedules do); 0: no annealing. Needs max_minutes > 0.
+    lr_anneal_fraction: float = 0.0
+    lr_anneal_floor: float = 0.1
     window_positions: int = 150_000  # sample uniformly from the newest this many positions
     min_positions: int = 10_000  # no training before the window holds this many
     max_sample_reuse: float = 1.0  # trained samples <= this x positions generated
@@ -403,6 +408,10 @@ def _validate(config: RunConfig) -> None:
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
         (config.train.optimizer in ("sgd", "adamw"), "train.optimizer must be sgd or adamw"),
         (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),
+        (0 <= config.train.lr_anneal_fraction <= 1 and 0 <= config.train.lr_anneal_floor <= 1,
+         "train.lr_anneal_fraction and train.lr_anneal_floor must be in [0, 1]"),
+        (config.train.lr_anneal_fraction == 0 or config.max_minutes > 0,
+         "train.lr_anneal_fraction anneals over the run's wall time: it needs max_minutes > 0"),
         (config.arena.games >= 2 and config.arena.games % 2 == 0, "arena.games must be an even number >= 2"),
         (0 < config.arena.threshold <= 1, "arena.threshold must be in (0, 1]"),
         (config.arena.steps_per_generation >= 1, "arena.steps_per_generation must be >= 1"),

@@ -193,6 +193,8 @@ def test_override_into_a_scalar_is_rejected(tmp_path):
         ("search.num_simulations=0", "search.num_simulations"),
         ("arena.num_simulations=-4", "arena.num_simulations"),
         ("train.lr_milestones=[20,10]", "train.lr_milestones"),
+        ("train.lr_anneal_fraction=1.5", "train.lr_anneal_fraction"),
+        ("train.lr_anneal_floor=-0.1", "train.lr_anneal_floor"),
         ("train.learning_rate=0", "train.learning_rate"),
         ("train.q_weight=1.5", "train.q_weight"),
         ("train.device=tpu", "train.device"),

@@ -21,6 +21,7 @@ from alphazero.learn.run import (
     first_arena_step,
     may_train,
     read_for_resume,
+    run_progress,
     stop_reason,
 )
 from alphazero.learn.train import LEARNER_FORMAT_VERSION, Learner
@@ -81,6 +82,16 @@ def test_the_run_stops_at_max_generations_or_max_minutes_over_all_its_resumes() 
     assert stop_reason(config, RunState(generation=3)) == "reached max_generations=3"
     assert stop_reason(config, RunState(generation=2, elapsed_s=90.0)) == "reached max_minutes=1.5"
     assert stop_reason(load_config(None, ["max_generations=0", "max_minutes=0"]), RunState(generation=99, elapsed_s=1e9)) is None
+
+
+def test_run_progress_is_the_share_of_max_minutes_gone_over_all_its_resumes() -> None:
+    config = load_config(None, ["max_minutes=2", "train.lr_anneal_fraction=0.25"])
+    assert run_progress(config, RunState(elapsed_s=0.0)) == 0.0
+    assert run_progress(config, RunState(elapsed_s=90.0)) == pytest.approx(0.75)
+    assert run_progress(config, RunState(elapsed_s=500.0)) == 1.0  # a last call after the deadline
+    assert run_progress(load_config(None, ["max_minutes=0"]), RunState(elapsed_s=90.0)) is None
+    with pytest.raises(ConfigError, match="needs max_minutes > 0"):
+        load_config(None, ["max_minutes=0", "train.lr_anneal_fraction=0.25"])
 
 
 def test_games_in_flight_are_dealt_to_however_many_slots_the_resumed_run_has() -> None:

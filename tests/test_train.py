@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import chess
 import numpy as np
@@ -13,7 +14,7 @@ from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
 from alphazero.config import TrainConfig
 from alphazero.learn.replay import write_shard
-from alphazero.learn.train import Learner, compute_loss, value_targets
+from alphazero.learn.train import Learner, anneal_factor, compute_loss, value_targets
 from alphazero.nets.network import (
     NetworkConfig,
     PolicyValueNet,
@@ -242,6 +243,22 @@ def test_learning_rate_drops_at_milestones(tmp_path):
     assert used == pytest.approx(expected)
     assert used[0] == pytest.approx(0.1) and used[-1] == pytest.approx(0.025)
     assert learner.learning_rate() == pytest.approx(0.025)
+
+
+def test_the_learning_rate_anneals_along_a_half_cosine_over_the_last_share_of_the_run(tmp_path):
+    config = _config(learning_rate=0.1, lr_anneal_fraction=0.4, lr_anneal_floor=0.1)
+    assert [anneal_factor(config, p) for p in (None, 0.0, 0.6)] == [1.0, 1.0, 1.0]  # before the last 40%
+    assert anneal_factor(config, 0.8) == pytest.approx(0.1 + 0.9 * 0.5)  # half way down: cos(pi / 2) = 0
+    assert anneal_factor(config, 0.7) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 4)))
+    assert anneal_factor(config, 1.0) == pytest.approx(0.1) and anneal_factor(config, 1.3) == pytest.approx(0.1)
+    assert anneal_factor(_config(), 0.99) == 1.0  # off by default
+    learner = Learner(TINY, dataclasses.replace(config, lr_milestones=(1,), lr_gamma=0.5), seed=0)
+    learner.add_shards([_shard(tmp_path)])
+    used = []
+    for progress in (0.5, 0.8, None):
+        learner.train(1, progress)
+        used.append(learner.optimizer.param_groups[0]["lr"])
+    assert used == pytest.approx([0.1, 0.1 * 0.5 * 0.55, 0.1 * 0.5])  # times the milestones' drops; None: no anneal
 
 
 # -- resumable state --------------------------------------------------------------------------------------

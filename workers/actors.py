@@ -169,8 +169,8 @@ class LearnerWorker:
     def save(self) -> None:
         atomic_torch_save(self.learner.state_dict(), self.run.learner_path)
 
-    def train(self, num_steps: int) -> dict[str, Any]:
-        stats = self.learner.train(num_steps)
+    def train(self, num_steps: int, progress: float | None = None) -> dict[str, Any]:
+        stats = self.learner.train(num_steps, progress)
         self.save()
         record = {
             "step": stats.step, "loss": stats.loss, "value_loss": stats.value_loss,

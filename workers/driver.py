@@ -70,6 +70,7 @@ from alphazero.learn.run import (
     first_arena_step,
     may_train,
     read_for_resume,
+    run_progress,
     stop_reason,
 )
 from alphazero.nets.network import atomic_torch_save, safe_torch_load
@@ -453,7 +454,7 @@ class Driver:
                         due = False
                 # Learner: train when there is enough data and the reuse bound allows another call.
                 if self.train_ref is None and not due and may_train(config, state):
-                    self.train_ref = self.learner.train.remote(config.train.steps_per_call)
+                    self.train_ref = self.learner.train.remote(config.train.steps_per_call, run_progress(config, state))
                     self.train_learner = self.learner
                     self.submit(self.train_ref, "train", 0)
 

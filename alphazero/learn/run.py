@@ -102,6 +102,14 @@ def arena_due(config: RunConfig, state: RunState, last_arena_step: int) -> bool:
     return state.pending_arena is None and state.learner_step - last_arena_step >= config.arena.steps_per_generation
 
 
+def run_progress(config: RunConfig, state: RunState) -> float | None:
+    """The share of the run's wall time gone (``state.elapsed_s`` over ``max_minutes``, at most 1), which the
+    learner anneals its learning rate by; None for a run with no time limit."""
+    if not config.max_minutes:
+        return None
+    return min(state.elapsed_s / (config.max_minutes * 60), 1.0)
+
+
 def stop_reason(config: RunConfig, state: RunState) -> str | None:
     """Why the run stops now (``max_generations`` decided, ``max_minutes`` of ``state.elapsed_s``), else None."""
     if config.max_generations and state.generation >= config.max_generations:

@@ -19,6 +19,7 @@ random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,17 @@ def make_optimizer(net: torch.nn.Module, config: TrainConfig) -> torch.optim.Opt
                            weight_decay=config.weight_decay, nesterov=config.momentum > 0)
 
 
+def anneal_factor(config: TrainConfig, progress: float | None) -> float:
+    """The learning rate's factor at ``progress`` (0-1) of the run: 1 until the last ``lr_anneal_fraction``
+    of it, then a half cosine from 1 down to ``lr_anneal_floor`` at the end; 1 with no progress or annealing."""
+    fraction = config.lr_anneal_fraction
+    if progress is None or fraction <= 0:
+        return 1.0
+    t = min(max((progress - (1.0 - fraction)) / fraction, 0.0), 1.0)
+    floor = config.lr_anneal_floor
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
 def check_learner_state(state: Any, source: str = "learner state") -> None:
     """Raise ``InputError`` naming ``source`` unless ``state`` is a learner state file of this version
     (its header only: ``Learner.load_state_dict`` checks the rest when it loads it)."""
@@ -147,6 +159,7 @@ class Learner:
         self.window = ReplayWindow(config.window_positions, config.material_horizon)
         self.shards_loaded: list[str] = []
         self.ema = self._new_ema(self.net)
+        self.anneal = 1.0  # the learning rate's annealing factor at the last train call's progress
 
     def _new_ema(self, net: PolicyValueNet) -> AveragedModel | None:
         """torch's exponential moving average of ``net`` (parameters and buffers), or None when off."""
@@ -169,13 +182,18 @@ class Learner:
     # -- training ---------------------------------------------------------------------------------
 
     def learning_rate(self) -> float:
+        """``learning_rate``, times ``lr_gamma`` per milestone passed, times the annealing factor at the run
+        progress the last ``train`` call was given (``anneal_factor``)."""
         drops = sum(1 for milestone in self.config.lr_milestones if self.step >= milestone)
-        return self.config.learning_rate * self.config.lr_gamma**drops
+        return self.config.learning_rate * self.config.lr_gamma**drops * self.anneal
 
-    def train(self, num_steps: int) -> StepStats:
-        """Run ``num_steps`` optimizer steps; returns the mean losses over them."""
+    def train(self, num_steps: int, progress: float | None = None) -> StepStats:
+        """Run ``num_steps`` optimizer steps; returns the mean losses over them. ``progress``: the share of
+        the run's wall time gone (the driver's; None outside a timed run), which ``train.lr_anneal_fraction``
+        anneals the learning rate by."""
         if self.window.num_positions == 0:
             raise ValueError("cannot train: the replay window is empty")
+        self.anneal = anneal_factor(self.config, progress)
         self.net.train()
         totals = np.zeros(5)
         start = time.perf_counter()
