@@ -213,6 +213,11 @@ class ArenaConfig:
     opening_book: str = ""  # a polyglot .bin or an EPD/FEN file; empty: random plies
     max_plies: int = 300
     concurrency: int = 64  # games played at once (one search batch); fewer bounds the arena's memory
+    # When max_minutes ends the run: self-play stops, the arena in progress ends, and the learner's weights
+    # since the last candidate play one last arena (the run then takes that much longer than max_minutes).
+    # Without it a timed run's last training (up to steps_per_generation steps; with
+    # train.lr_anneal_fraction, the most annealed weights) never reaches an arena.
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -412,6 +417,8 @@ def _validate(config: RunConfig) -> None:
          "train.lr_anneal_fraction and train.lr_anneal_floor must be in [0, 1]"),
         (config.train.lr_anneal_fraction == 0 or config.max_minutes > 0,
          "train.lr_anneal_fraction anneals over the run's wall time: it needs max_minutes > 0"),
+        (not config.arena.final or config.max_minutes > 0,
+         "arena.final plays a last arena when max_minutes ends the run: it needs max_minutes > 0"),
         (config.arena.games >= 2 and config.arena.games % 2 == 0, "arena.games must be an even number >= 2"),
         (0 < config.arena.threshold <= 1, "arena.threshold must be in (0, 1]"),
         (config.arena.steps_per_generation >= 1, "arena.steps_per_generation must be >= 1"),

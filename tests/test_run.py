@@ -18,6 +18,7 @@ from alphazero.learn.run import (
     GameStats,
     arena_due,
     deal_inflight,
+    final_arena_due,
     first_arena_step,
     may_train,
     read_for_resume,
@@ -82,6 +83,22 @@ def test_the_run_stops_at_max_generations_or_max_minutes_over_all_its_resumes() 
     assert stop_reason(config, RunState(generation=3)) == "reached max_generations=3"
     assert stop_reason(config, RunState(generation=2, elapsed_s=90.0)) == "reached max_minutes=1.5"
     assert stop_reason(load_config(None, ["max_generations=0", "max_minutes=0"]), RunState(generation=99, elapsed_s=1e9)) is None
+
+
+def test_a_last_arena_is_due_at_max_minutes_for_weights_newer_than_the_last_candidate() -> None:
+    config = load_config(None, ["max_generations=0", "max_minutes=1", "arena.final=true"])
+    pending = PendingArena(4, "gen-0004.pt", "gen-0002.pt", 2, 300, [])
+    assert final_arena_due(config, RunState(learner_step=350, elapsed_s=60.0), 300)
+    assert not final_arena_due(config, RunState(learner_step=350, elapsed_s=59.9), 300)  # not yet over
+    assert not final_arena_due(config, RunState(learner_step=300, elapsed_s=60.0), 300)  # no newer weights
+    assert not final_arena_due(config, RunState(learner_step=350, elapsed_s=60.0, pending_arena=pending), 300)
+    assert not final_arena_due(load_config(None, ["max_generations=0", "max_minutes=1"]),
+                               RunState(learner_step=350, elapsed_s=60.0), 300)  # arena.final off
+    capped = load_config(None, ["max_generations=3", "max_minutes=1", "arena.final=true"])
+    assert final_arena_due(capped, RunState(generation=2, learner_step=350, elapsed_s=60.0), 300)
+    assert not final_arena_due(capped, RunState(generation=3, learner_step=350, elapsed_s=60.0), 300)  # no room left
+    with pytest.raises(ConfigError, match="arena.final .* needs max_minutes > 0"):
+        load_config(None, ["max_minutes=0", "arena.final=true"])
 
 
 def test_run_progress_is_the_share_of_max_minutes_gone_over_all_its_resumes() -> None:

@@ -391,6 +391,31 @@ def test_selfplay_spreads_over_both_nodes_and_a_dead_or_failing_arena_worker_los
         assert sorted(line["index"] for line in lines) == [0, 1, 2, 3]  # every game once, none lost to the death
 
 
+def test_at_max_minutes_arena_final_plays_the_newest_weights_in_a_last_arena(cluster, tmp_path: Path) -> None:
+    """``arena.final``: no arena falls due during the run; at ``max_minutes`` self-play stops and the learner's
+    weights play one arena, decided and recorded before the run stops. A resume finds nothing newer to play."""
+    from workers.driver import run_training
+
+    run_dir = tmp_path / "run"
+    config = load_config(SMOKE, ["max_generations=0", "max_minutes=0.3", "arena.final=true",
+                                 "arena.steps_per_generation=100000"])
+    state = run_training(config, run_dir, address=cluster.address)
+    assert state.learner_step > 0 and state.elapsed_s >= 18
+    assert [(a.generation, a.learner_step) for a in state.arenas] == [(1, state.learner_step)]
+    assert state.generation == 1 and state.pending_arena is None
+    assert len(read_jsonl(run_dir / "arena" / "gen-0001.jsonl")) == 4
+    events = [e["event"] for e in run_events(run_dir)]
+    assert events.index("arena_started") < events.index("arena") < events.index("run_stopped")
+    # Self-play stopped at the deadline: every game is in a shard, and none came after the arena began.
+    shards = shard_paths(run_dir / "replay")
+    assert state.games == sum(read_shard(p).num_games for p in shards)
+    assert max(p.stat().st_mtime for p in shards) <= run_events(run_dir, "arena_started")[0]["time"]
+    assert run_events(run_dir, "run_stopped")[-1]["reason"] == "reached max_minutes=0.3"
+
+    resumed = run_training(load_config(RunDirectory(run_dir).config_path), run_dir, resume=True, address=cluster.address)
+    assert len(resumed.arenas) == 1 and resumed.learner_step == state.learner_step
+
+
 def test_killed_actors_are_replaced_and_ctrl_c_stops_the_run_with_its_state_saved(cluster, tmp_path: Path) -> None:
     """A killed self-play actor and a killed learner are replaced and the run goes on (an arena is decided
     after the learner came back); Ctrl-C then stops it: the learner call in flight is waited for and the

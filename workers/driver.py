@@ -43,7 +43,7 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -67,11 +67,13 @@ from alphazero.learn.run import (
     GameStats,
     arena_due,
     deal_inflight,
+    final_arena_due,
     first_arena_step,
     may_train,
     read_for_resume,
     run_progress,
     stop_reason,
+    time_up,
 )
 from alphazero.nets.network import atomic_torch_save, safe_torch_load
 from workers.actors import ArenaWorker, LearnerWorker, SelfPlayWorker
@@ -434,6 +436,51 @@ class Driver:
         self.pool.start_all(state.games, inflight)
         self.rates = Rates()
 
+    def _handle_ready(self) -> None:
+        """Wait up to a second for a result, then handle it and every other result already in."""
+        ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=1.0)
+        if ready and len(self.pending) > 1:  # and every other result already in, handled in this pass
+            first = set(ready)
+            others = [ref for ref in self.pending if ref not in first]
+            ready += ray.wait(others, num_returns=len(others), timeout=0)[0]
+        plays = []
+        for ref in ready:
+            kind, index = self.pending.pop(ref)
+            if kind == "start":
+                self.pool.on_start(index, ref)
+            elif kind == "play":
+                plays.append((index, ref))
+            elif kind == "train":
+                self._on_train(ref)
+            elif kind == "shards":
+                self._on_shards(ref)
+            elif kind == "arena":
+                self._on_arena(ref)
+        if plays:
+            self._on_plays(plays)
+
+    def _final_arena(self, last_arena_step: int, elapsed: Callable[[], float]) -> None:
+        """``arena.final``, once ``max_minutes`` is up: self-play stops (its games in flight stay in the in-flight
+        file, as at any stop), the learner call in flight and the arena in progress end, then the learner's
+        weights since the last candidate play one last arena. A stop in between leaves what any stop leaves:
+        a resume finishes the pending arena and then plays the last one."""
+        config, state = self.config, self.state
+        self.pool.kill_all()
+        self.pending = {ref: job for ref, job in self.pending.items() if job[0] in ("train", "shards", "arena")}
+        self.progress.message("max_minutes reached: self-play stopped; arena.final: the arena in progress ends, then "
+                              "the learner's newest weights get a last one")
+        while True:
+            if state.pending_arena is not None:
+                last_arena_step = state.pending_arena.learner_step
+            elif self.train_ref is None and final_arena_due(config, state, last_arena_step):
+                if not self._begin_arena():
+                    continue  # the learner died and was restarted from its last save: due again if it is newer
+            if not self.pending:
+                break
+            self._handle_ready()
+            state.elapsed_s = elapsed()
+            self.progress.update(self._status())
+
     def _train(self) -> RunState:
         config, state, run = self.config, self.state, self.run
         self._start()
@@ -458,30 +505,13 @@ class Driver:
                     self.train_learner = self.learner
                     self.submit(self.train_ref, "train", 0)
 
-                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=1.0)
-                if ready and len(self.pending) > 1:  # and every other result already in, handled in this pass
-                    first = set(ready)
-                    others = [ref for ref in self.pending if ref not in first]
-                    ready += ray.wait(others, num_returns=len(others), timeout=0)[0]
-                plays = []
-                for ref in ready:
-                    kind, index = self.pending.pop(ref)
-                    if kind == "start":
-                        self.pool.on_start(index, ref)
-                    elif kind == "play":
-                        plays.append((index, ref))
-                    elif kind == "train":
-                        self._on_train(ref)
-                    elif kind == "shards":
-                        self._on_shards(ref)
-                    elif kind == "arena":
-                        self._on_arena(ref)
-                if plays:
-                    self._on_plays(plays)
+                self._handle_ready()
                 self.pool.tick(state.games)
                 state.elapsed_s = elapsed_before + time.monotonic() - started
                 reason = stop_reason(config, state)
                 self.progress.update(self._status())
+            if config.arena.final and time_up(config, state):
+                self._final_arena(last_arena_step, lambda: elapsed_before + time.monotonic() - started)
         except KeyboardInterrupt:
             reason = "interrupted"
         finally:

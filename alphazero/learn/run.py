@@ -110,11 +110,24 @@ def run_progress(config: RunConfig, state: RunState) -> float | None:
     return min(state.elapsed_s / (config.max_minutes * 60), 1.0)
 
 
+def time_up(config: RunConfig, state: RunState) -> bool:
+    """``max_minutes`` of run time (``state.elapsed_s``, over all its resumes) are gone."""
+    return bool(config.max_minutes) and state.elapsed_s >= config.max_minutes * 60
+
+
+def final_arena_due(config: RunConfig, state: RunState, last_arena_step: int) -> bool:
+    """The run's last arena is due (``arena.final``): ``max_minutes`` is up, no arena is pending, the learner
+    trained since the last candidate, and ``max_generations`` leaves room for one more generation."""
+    room = not config.max_generations or state.generation < config.max_generations
+    return (config.arena.final and time_up(config, state) and room and state.pending_arena is None
+            and state.learner_step > last_arena_step)
+
+
 def stop_reason(config: RunConfig, state: RunState) -> str | None:
     """Why the run stops now (``max_generations`` decided, ``max_minutes`` of ``state.elapsed_s``), else None."""
     if config.max_generations and state.generation >= config.max_generations:
         return f"reached max_generations={config.max_generations}"
-    if config.max_minutes and state.elapsed_s >= config.max_minutes * 60:
+    if time_up(config, state):
         return f"reached max_minutes={config.max_minutes}"
     return None
 
