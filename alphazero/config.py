@@ -50,6 +50,10 @@ class NetworkConfig:
     # > 0: every residual block ends in lc0's squeeze-excitation (global pooling: the board's mean of each
     # channel -> FC to channels / se_ratio -> ReLU -> FC to a scale and a bias per channel); 0: plain blocks
     se_ratio: int = 0
+    # lc0's WDL value head: three logits (win, draw, loss for the side to move) trained by cross-entropy toward
+    # the game's result (and q, as a win/loss split, by train.q_weight); the searches read W - L. False: one
+    # tanh output trained by squared error, as AlphaZero.
+    wdl_head: bool = False
 
 
 # What changed in the schema since files were saved with it (a network's config, a run directory's
@@ -57,7 +61,8 @@ class NetworkConfig:
 # and the value given rebuilds what the file holds. Renamed: a saved file's old name reads as the new
 # one; in a config a user writes, the old name is an error that names the new one.
 KEYS_ADDED_LATER: dict[str, dict[str, Any]] = {"network": {"material_head": False, "material_utility": 0.0,
-                                                           "soft_policy_head": False, "se_ratio": 0}}
+                                                           "soft_policy_head": False, "se_ratio": 0,
+                                                           "wdl_head": False}}
 KEYS_RENAMED: dict[str, dict[str, str]] = {"search": {"engine": "implementation"}}
 
 

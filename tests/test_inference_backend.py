@@ -226,6 +226,26 @@ def test_onnx_value_of_a_material_head_net_is_the_mixed_value() -> None:
     np.testing.assert_allclose(logits, want_logits.numpy(), atol=1e-4, rtol=0)
 
 
+def test_onnx_value_of_a_wdl_head_net_is_its_expected_result() -> None:
+    # The WDL head's W - L is computed inside the exported graph: the searches read one value in [-1, 1].
+    import dataclasses
+
+    torch.manual_seed(3)
+    net = PolicyValueNet(dataclasses.replace(make_net(4).config, wdl_head=True, material_head=False, material_utility=0.0))
+    with torch.no_grad():
+        net.value_head[-2].weight.normal_(0, 20.0)
+    net.eval()
+    planes = encoding.encode_boards(random_positions(16, seed=9))
+    logits, values = NetworkEvaluator(net, backend="onnx").forward(planes)
+    with torch.no_grad():
+        heads = net.forward_training(torch.from_numpy(planes))
+    assert heads.wdl is not None
+    wdl = torch.softmax(heads.wdl, dim=1).numpy()
+    assert float(np.ptp(values)) > 0.1
+    np.testing.assert_allclose(values, wdl[:, 0] - wdl[:, 2], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(logits, heads.policy.numpy(), atol=1e-4, rtol=0)
+
+
 # -- the device-aware torch path (search.precision, channels_last, pin_memory), each run on the CPU ------------
 
 

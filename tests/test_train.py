@@ -14,11 +14,12 @@ from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
 from alphazero.config import TrainConfig
 from alphazero.learn.replay import write_shard
-from alphazero.learn.train import Learner, anneal_factor, compute_loss, value_targets
+from alphazero.learn.train import Learner, anneal_factor, compute_loss, draw_targets, value_targets, wdl_target
 from alphazero.nets.network import (
     NetworkConfig,
     PolicyValueNet,
     atomic_torch_save,
+    fuse_for_inference,
     load_network,
     net_from_payload,
     net_to_payload,
@@ -144,13 +145,60 @@ def test_the_soft_policy_target_is_pi_to_the_power_one_over_t_renormalised():
     assert soft_policy_target(pi, 1.0)[0].numpy() == pytest.approx(pi[0].numpy())
 
 
+def test_the_wdl_target_has_the_value_target_as_its_expected_result_and_the_draws_asked_for():
+    z = torch.tensor([1.0, -1.0, 0.0, 0.5, 0.25])
+    draw = torch.tensor([0.0, 0.0, 0.5, 0.0, 0.5])
+    target = wdl_target(z, draw)
+    assert torch.allclose(target.sum(dim=1), torch.ones(5)) and (target >= 0).all()
+    assert torch.allclose(target[:, 0] - target[:, 2], z) and torch.equal(target[:, 1], draw)
+    assert torch.equal(wdl_target(torch.tensor([1.0, -1.0])), torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
+    # Self-play: a drawn finished game keeps (1 - q_weight) on the draw, q's share splits into win and loss;
+    # a game stopped at the length limit (z 0, result unknown) has no draw.
+    z_np, known = np.array([1.0, 0.0, 0.0, -1.0], dtype=np.float32), np.array([True, True, False, True])
+    q = np.array([0.5, -0.2, 0.3, -0.6], dtype=np.float32)
+    config = _config(q_weight=0.5, value_from_unfinished=True)
+    np.testing.assert_allclose(draw_targets(z_np, known, config), [0.0, 0.5, 0.0, 0.0])
+    value, _ = value_targets(z_np, q, known, config)
+    blended = wdl_target(torch.from_numpy(value), torch.from_numpy(draw_targets(z_np, known, config)))
+    np.testing.assert_allclose(blended[1].numpy(), [0.5 * 0.4, 0.5, 0.5 * 0.6], atol=1e-6)  # 0.5 draw + 0.5 q=-0.2
+    assert (blended >= 0).all()
+
+
+def test_the_wdl_head_is_trained_by_cross_entropy_and_searched_as_its_expected_result():
+    torch.manual_seed(0)
+    net = PolicyValueNet(dataclasses.replace(TINY, wdl_head=True, material_head=False)).eval()
+    with torch.no_grad():  # spread the logits, so the three outcomes differ
+        net.value_head[-2].weight.normal_(0, 1.0)
+    planes, pi, z = _batch()
+    draw = 0.5 * (z == 0).float()  # a drawn game's target, half of it q's split
+    assert draw.sum() > 0
+    heads = net.forward_training(planes)
+    assert heads.wdl is not None and heads.wdl.shape == (len(z), 3)
+    probabilities = torch.softmax(heads.wdl, dim=1)
+    assert torch.allclose(heads.value, probabilities[:, 0] - probabilities[:, 2], atol=1e-6)
+    _, value = net(planes)
+    assert torch.allclose(value, heads.value) and value.abs().max() <= 1.0
+    total, value_loss, policy_loss, _, _ = compute_loss(net, planes, pi, z, draw=draw)
+    expected = -(wdl_target(z, draw) * torch.log_softmax(heads.wdl, dim=1)).sum(dim=1).mean()
+    assert value_loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert total.item() == pytest.approx(value_loss.item() + policy_loss.item(), rel=1e-5)
+    weight = torch.zeros(len(z))
+    weight[0] = 1.0
+    only_first = compute_loss(net, planes, pi, z, weight, draw=draw).value
+    first = -(wdl_target(z, draw)[0] * torch.log_softmax(heads.wdl, dim=1)[0]).sum()
+    assert only_first.item() == pytest.approx(first.item(), rel=1e-5)
+    fused_logits, fused_value = fuse_for_inference(net)(planes)  # what the searches run
+    assert torch.allclose(fused_value, value, atol=1e-5)
+
+
 def test_the_soft_policy_head_adds_its_weighted_cross_entropy_and_nothing_else():
     torch.manual_seed(0)
     net = PolicyValueNet(dataclasses.replace(TINY, soft_policy_head=True)).eval()
     planes, pi, z = _batch()
     total, value_loss, policy_loss, _, soft = compute_loss(net, planes, pi, z, soft_policy_weight=8.0,
                                                            soft_policy_temperature=4.0)
-    _, _, _, soft_logits = net.forward_training(planes)
+    soft_logits = net.forward_training(planes).soft_policy
+    assert soft_logits is not None
     from alphazero.learn.train import soft_policy_target
 
     expected = -(soft_policy_target(pi, 4.0) * torch.log_softmax(soft_logits, dim=1)).sum(dim=1).mean()

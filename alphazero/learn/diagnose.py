@@ -20,7 +20,7 @@ from alphazero.board import encoding
 from alphazero.checkpoint import RunDirectory
 from alphazero.errors import RunStateError
 from alphazero.learn.replay import ReplayWindow, read_shard, shard_paths
-from alphazero.learn.train import Learner, compute_loss, value_targets
+from alphazero.learn.train import Learner, compute_loss, draw_targets, value_targets
 
 _DIFF_BYTE = len(encoding.BIT_PLANES) * 8 + encoding.CONSTANT_PLANES.index(15)  # material difference + 128
 
@@ -61,6 +61,7 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
     for index, shard in enumerate(shards):
         (held if index in held_out else learner.window).add(shard)
     planes, pi, z, q, known, _ = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
+    draw = torch.from_numpy(draw_targets(z, known, config.train))
     z, weight = value_targets(z, q, known, config.train)
     counted = z[known] if weight is not None else z
     target_variance = float(counted.var()) if counted.size else float("nan")
@@ -70,7 +71,7 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
         learner.net.eval()
         with torch.no_grad():
             _, value_loss, policy_loss, _, _ = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi),
-                                                      torch.from_numpy(z), weight)
+                                                      torch.from_numpy(z), weight, draw=draw)
         rows.append({"step": stats.step, "train_value_loss": round(stats.value_loss, 4),
                      "held_value_loss": round(value_loss.item(), 4), "held_z_variance": round(target_variance, 4),
                      "train_policy_loss": round(stats.policy_loss, 3), "held_policy_loss": round(policy_loss.item(), 3)})

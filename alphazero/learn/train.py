@@ -1,6 +1,7 @@
 """The learner: loss, optimizer step, and the state a resume needs.
 
-loss = (z - v)^2 + cross_entropy(pi, p) + L2, with L2 applied as SGD weight decay
+loss = (z - v)^2 + cross_entropy(pi, p) + L2 (with ``network.wdl_head``, the value term is the cross-entropy
+of the win/draw/loss logits with the same target as a distribution: ``wdl_target``), with L2 applied as SGD weight decay
 (``weight_decay * theta`` added to each gradient, i.e. ``weight_decay / 2 * |theta|^2`` in the loss;
 with ``train.optimizer = adamw`` the decay is decoupled from the gradient, as AdamW defines it).
 With ``train.q_weight = w > 0`` the value target is ``(1 - w) * z + w * q``, q being the root search
@@ -70,22 +71,35 @@ def soft_policy_target(pi: torch.Tensor, temperature: float) -> torch.Tensor:
     return soft / soft.sum(dim=1, keepdim=True).clamp(min=1e-12)
 
 
+def wdl_target(z: torch.Tensor, draw: torch.Tensor | None = None) -> torch.Tensor:
+    """The WDL head's target ``[B, 3]`` (win, draw, loss) whose expected result W - L is ``z`` ``[B]``, with
+    ``draw`` ``[B]`` (default 0) of its mass on the draw: ``((1 - d + z) / 2, d, (1 - d - z) / 2)``."""
+    d = torch.zeros_like(z) if draw is None else draw
+    return torch.stack(((1.0 - d + z) / 2, d, (1.0 - d - z) / 2), dim=1).clamp(min=0.0)
+
+
 def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
                  value_weight: torch.Tensor | None = None, material: torch.Tensor | None = None,
                  material_weight: float = 1.0, soft_policy_weight: float = 0.0,
-                 soft_policy_temperature: float = 4.0) -> Losses:
+                 soft_policy_temperature: float = 4.0, draw: torch.Tensor | None = None) -> Losses:
     """(total, value, policy, material, soft policy) losses: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``.
 
+    The value term is ``(z - v)^2``, or with the WDL head the cross-entropy of its logits with
+    ``wdl_target(z, draw)`` (``draw`` ``[B]``: the target's share of draws, from ``draw_targets``).
     ``value_weight`` ``[B]`` (0 or 1) drops positions from the value term (mean over the rest). The
     material term counts only when both the network has the head and ``material`` targets are given
     (otherwise it is 0); the soft policy term only when the network has its head and the weight is positive.
     """
     soft_wanted = soft_policy_weight > 0 and net.soft_policy_out is not None
-    logits, value, predicted, soft_logits = net.forward_training(planes, soft_policy=soft_wanted)
-    if value_weight is None:
-        value_loss = F.mse_loss(value, z)
+    logits, value, predicted, soft_logits, wdl_logits = net.forward_training(planes, soft_policy=soft_wanted)
+    if wdl_logits is not None:
+        per_position = -(wdl_target(z, draw) * F.log_softmax(wdl_logits, dim=1)).sum(dim=1)
     else:
-        value_loss = (value_weight * (value - z) ** 2).sum() / value_weight.sum().clamp(min=1.0)
+        per_position = (value - z) ** 2
+    if value_weight is None:
+        value_loss = per_position.mean()
+    else:
+        value_loss = (value_weight * per_position).sum() / value_weight.sum().clamp(min=1.0)
     policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
     total = value_loss + policy_loss
     material_loss = torch.zeros((), device=value.device)
@@ -110,6 +124,12 @@ def value_targets(z: np.ndarray, q: np.ndarray, known: np.ndarray,
     if not config.value_from_unfinished:
         return target, torch.from_numpy(known.astype(np.float32))
     return np.where(known, target, q).astype(np.float32), None
+
+
+def draw_targets(z: np.ndarray, known: np.ndarray, config: TrainConfig) -> np.ndarray:
+    """The WDL head's share of draws in ``value_targets``' target: ``1 - q_weight`` for a drawn finished game
+    (q counts as a win/loss split), 0 otherwise (a game stopped at the length limit had no result)."""
+    return ((1.0 - config.q_weight) * (known & (z == 0))).astype(np.float32)
 
 
 def make_optimizer(net: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
@@ -203,6 +223,7 @@ class Learner:
                 group["lr"] = rate
             batch = self.window.sample(self.config.batch_size, self.rng)
             target, weight = value_targets(batch.z, batch.q, batch.known, self.config)
+            draw_t = torch.from_numpy(draw_targets(batch.z, batch.known, self.config)).to(self.device)
             planes_t = torch.from_numpy(batch.planes).to(self.device)
             pi_t = torch.from_numpy(batch.pi).to(self.device)
             z_t = torch.from_numpy(target).to(self.device)
@@ -211,7 +232,7 @@ class Learner:
                 weight = weight.to(self.device)
             loss, value_loss, policy_loss, material_loss, soft_loss = compute_loss(
                 self.net, planes_t, pi_t, z_t, weight, material_t, self.config.material_weight,
-                self.config.soft_policy_weight, self.config.soft_policy_temperature)
+                self.config.soft_policy_weight, self.config.soft_policy_temperature, draw_t)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()

@@ -10,7 +10,9 @@ With ``material_head`` the value head's hidden layer also feeds a second tanh ou
 (a self-play target in the manner of KataGo's auxiliary ownership and score heads: it teaches the trunk
 which pieces are about to be won or lost). With ``material_utility = u > 0`` the value every search
 reads from ``forward`` is ``(1 - u) * v + u * m``, as KataGo's search mixes its score into the winning
-chance; ``forward_heads`` gives v and m apart for training.
+chance; ``forward_heads`` gives v and m apart for training. With ``wdl_head`` the value head ends in three
+logits (lc0's win/draw/loss) and v is their expected result W - L, so every search reads the same [-1, 1]
+value either way; ``forward_training`` gives the logits for the cross-entropy loss.
 
 Files are written with ``torch.save`` of plain tensors and primitive types and read back with
 ``torch.load(..., weights_only=True)``: loading a network never executes code from the file.
@@ -23,7 +25,7 @@ import os
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -54,6 +56,14 @@ class SqueezeExcitation(nn.Module):
         return torch.sigmoid(scale)[:, :, None, None] * y + bias[:, :, None, None]
 
 
+class WDLValue(nn.Module):
+    """Win/draw/loss logits ``[B, 3]`` -> the expected result W - L ``[B, 1]`` (the WDL head's last layer)."""
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        probabilities = torch.softmax(logits, dim=1)
+        return probabilities[:, :1] - probabilities[:, 2:]
+
+
 class ResidualBlock(nn.Module):
     def __init__(self, channels: int, se_ratio: int = 0) -> None:
         super().__init__()
@@ -69,6 +79,16 @@ class ResidualBlock(nn.Module):
         if self.se is not None:
             y = self.se(y)
         return F.relu(x + y)
+
+
+class Heads(NamedTuple):
+    """``PolicyValueNet.forward_training``'s outputs for a batch of B positions."""
+
+    policy: torch.Tensor  # logits [B, 4672]
+    value: torch.Tensor  # v [B] in [-1, 1] (W - L with the WDL head)
+    material: torch.Tensor | None  # m [B]; None without the material head
+    soft_policy: torch.Tensor | None  # logits [B, 4672]; None without the head or when not asked
+    wdl: torch.Tensor | None  # win/draw/loss logits [B, 3]; None without the WDL head
 
 
 class PolicyValueNet(nn.Module):
@@ -100,8 +120,8 @@ class PolicyValueNet(nn.Module):
             nn.Flatten(),
             nn.Linear(config.value_channels * 64, config.value_hidden),
             nn.ReLU(),
-            nn.Linear(config.value_hidden, 1),
-            nn.Tanh(),
+            nn.Linear(config.value_hidden, 3 if config.wdl_head else 1),
+            WDLValue() if config.wdl_head else nn.Tanh(),
         )
         # Reads the value head's hidden layer (value_head[:-2]): one more linear output, no new trunk.
         self.material_out: nn.Module | None = (
@@ -118,12 +138,11 @@ class PolicyValueNet(nn.Module):
 
     def forward_heads(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """planes -> (policy logits ``[B, 4672]``, value v ``[B]``, material m ``[B]`` or None without the head)."""
-        policy, value, material, _ = self.forward_training(planes, soft_policy=False)
-        return policy, value, material
+        heads = self.forward_training(planes, soft_policy=False)
+        return heads.policy, heads.value, heads.material
 
-    def forward_training(self, planes: torch.Tensor, soft_policy: bool = True) -> tuple[
-            torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """``forward_heads`` and the soft policy logits ``[B, 4672]`` (None without the head or when not asked)."""
+    def forward_training(self, planes: torch.Tensor, soft_policy: bool = True) -> Heads:
+        """Every head's output (``Heads``): the soft policy's only when asked and present."""
         x = self.tower(self.stem(self.scale_input(planes)))
         features = self.policy_head[:-1](x)
         policy = self.policy_head[-1](features).flatten(1)  # [B, 73 * 64]: action = plane * 64 + square
@@ -131,9 +150,10 @@ class PolicyValueNet(nn.Module):
         if soft_policy and self.soft_policy_out is not None:
             soft = self.soft_policy_out(features).flatten(1)
         hidden = self.value_head[:-2](x)
-        value = self.value_head[-1](self.value_head[-2](hidden)).squeeze(1)
+        raw = self.value_head[-2](hidden)
+        value = self.value_head[-1](raw).squeeze(1)
         material = self.material_out(hidden).squeeze(1) if self.material_out is not None else None
-        return policy, value, material, soft
+        return Heads(policy, value, material, soft, raw if self.config.wdl_head else None)
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """planes ``uint8 [B, 24, 8, 8]`` -> (policy logits ``[B, 4672]``, value ``[B]`` for side to move):
