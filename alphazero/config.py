@@ -211,7 +211,9 @@ class ArenaConfig:
     """Gating: the candidate plays the best every ``steps_per_generation`` training steps."""
 
     steps_per_generation: int = 300
-    games: int = 40  # played as pairs: each opening with both colours
+    # Played as pairs: each opening with both colours. 0: no gating (AlphaZero's continual update, as lc0 and
+    # KataGo train): every steps_per_generation steps the learner's weights are promoted without games.
+    games: int = 40
     threshold: float = 0.55  # promote when (wins + draws / 2) / games >= threshold
     num_simulations: int = 64
     random_opening_plies: int = 8  # without a book, openings are this many random plies
@@ -424,7 +426,8 @@ def _validate(config: RunConfig) -> None:
          "train.lr_anneal_fraction anneals over the run's wall time: it needs max_minutes > 0"),
         (not config.arena.final or config.max_minutes > 0,
          "arena.final plays a last arena when max_minutes ends the run: it needs max_minutes > 0"),
-        (config.arena.games >= 2 and config.arena.games % 2 == 0, "arena.games must be an even number >= 2"),
+        (config.arena.games >= 0 and config.arena.games % 2 == 0,
+         "arena.games must be an even number >= 2, or 0 for no gating"),
         (0 < config.arena.threshold <= 1, "arena.threshold must be in (0, 1]"),
         (config.arena.steps_per_generation >= 1, "arena.steps_per_generation must be >= 1"),
         (config.arena.num_simulations >= 1, "arena.num_simulations must be >= 1"),

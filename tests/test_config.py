@@ -118,6 +118,10 @@ def test_wrong_type_is_rejected_naming_the_key(override, key):
     assert key in str(error.value)
 
 
+def test_zero_arena_games_means_no_gating():
+    assert load_config(None, ["arena.games=0"]).arena.games == 0
+
+
 def test_wrong_type_in_file_is_rejected_naming_the_key(tmp_path):
     path = _write(tmp_path, "arena:\n  games: 2.0\n")
     with pytest.raises(ConfigError) as error:
@@ -186,7 +190,7 @@ def test_override_into_a_scalar_is_rejected(tmp_path):
     "override, key",
     [
         ("arena.games=3", "arena.games"),
-        ("arena.games=0", "arena.games"),
+        ("arena.games=-2", "arena.games"),
         ("arena.threshold=1.5", "arena.threshold"),
         ("arena.threshold=0", "arena.threshold"),
         ("search.num_simulations=-1", "search.num_simulations"),

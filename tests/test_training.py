@@ -416,6 +416,26 @@ def test_at_max_minutes_arena_final_plays_the_newest_weights_in_a_last_arena(clu
     assert len(resumed.arenas) == 1 and resumed.learner_step == state.learner_step
 
 
+def test_with_no_arena_games_every_candidate_is_promoted_and_reaches_self_play(cluster, tmp_path: Path) -> None:
+    """``arena.games=0`` (AlphaZero's continual update): each generation's candidate becomes the best with no
+    arena games, and the self-play actors play it."""
+    from workers.driver import run_training
+
+    run_dir = tmp_path / "run"
+    state = run_training(load_config(SMOKE, ["arena.games=0", "arena.steps_per_generation=60"]), run_dir,
+                         address=cluster.address)
+    assert (state.generation, state.best_generation, state.network_version) == (2, 2, 2)
+    assert state.arenas == [] and state.pending_arena is None and not list((run_dir / "arena").glob("*.jsonl"))
+    promoted = run_events(run_dir, "promoted")
+    assert [(e["generation"], e["gated"]) for e in promoted] == [(1, False), (2, False)]
+    assert 0 < promoted[0]["learner_step"] < promoted[1]["learner_step"] <= state.learner_step
+    assert [e["generation"] for e in run_events(run_dir, "selfplay_stats")] == [1, 2]
+    assert load_network(run_dir / "networks" / "gen-0002.pt").config == load_config(SMOKE).network
+    # Self-play switched to the promoted network: games begun after the first promotion are tagged 1.
+    versions = np.concatenate([read_shard(path).network_versions for path in shard_paths(run_dir / "replay")])
+    assert versions[0] == 0 and 1 in versions
+
+
 def test_killed_actors_are_replaced_and_ctrl_c_stops_the_run_with_its_state_saved(cluster, tmp_path: Path) -> None:
     """A killed self-play actor and a killed learner are replaced and the run goes on (an arena is decided
     after the learner came back); Ctrl-C then stops it: the learner call in flight is waited for and the

@@ -201,12 +201,16 @@ class Driver:
     # -- arena ------------------------------------------------------------------------------------
 
     def _begin_arena(self) -> bool:
-        """Snapshot the learner as the next candidate and start its arena; False if the learner died."""
+        """Snapshot the learner as the next candidate and start its arena (with ``arena.games`` 0, promote it
+        at once); False if the learner died."""
         state, run = self.state, self.run
         generation = state.generation + 1
         path = run.network_path(generation)
         if self._learner_call("save_network", str(path), {"generation": generation, "learner_step": state.learner_step}) is None:
             return False  # the learner was restarted from its last save; try again next round
+        if self.config.arena.games == 0:
+            self._promote_ungated(generation)
+            return True
         # Games of an earlier, abandoned arena of this generation number belong to another candidate.
         run.arena_games_path(generation).unlink(missing_ok=True)
         run.arena_inflight_path(generation).unlink(missing_ok=True)
@@ -217,6 +221,26 @@ class Driver:
                               f"gen-{state.best_generation:04d} ({pending.num_games} games)")
         self._start_arena_worker()
         return True
+
+    def _log_selfplay_stats(self, generation: int, learner_step: int) -> None:
+        """How the self-play games since the last generation ended (events and curves), then count afresh."""
+        summary = self.game_stats.summary()
+        self.run.log_event("selfplay_stats", generation=generation, **summary)
+        self.curves.add("value_targets", learner_step,
+                        {k: v for k, v in summary.items() if k not in ("games", "resign_playouts")})
+        self.game_stats = GameStats()
+
+    def _promote_ungated(self, generation: int) -> None:
+        """``arena.games`` 0: the candidate just saved is the next generation and the best, with no games."""
+        state, run = self.state, self.run
+        state.generation = state.best_generation = generation
+        state.network_version += 1
+        run.write_state(state)
+        run.log_event("promoted", generation=generation, learner_step=state.learner_step, gated=False)
+        self._log_selfplay_stats(generation, state.learner_step)
+        self.progress.message(f"[gen {generation}] candidate at step {state.learner_step} promoted (arena.games 0: "
+                              "no gating)")
+        self.pool.set_weights(state.network_version, ray.put(safe_torch_load(run.network_path(generation))))
 
     def _pending_arena(self) -> PendingArena:
         """The arena in progress (the arena handlers run only while there is one)."""
@@ -292,15 +316,11 @@ class Driver:
         run.arena_inflight_path(pending.generation).unlink(missing_ok=True)
         plot_arena_history(state, run.path / "arena.png")
         run.log_event("arena", **asdict(record), terminations=decision.terminations, processes=decision.processes)
-        games_summary = self.game_stats.summary()
-        run.log_event("selfplay_stats", generation=record.generation, **games_summary)
-        self.game_stats = GameStats()
+        self._log_selfplay_stats(record.generation, record.learner_step)
         best_elo = sum(a.elo for a in state.arenas if a.promoted)
         self.curves.add("arena", record.learner_step, {"elo": record.elo, "elo_low": record.elo_low,
                                                        "elo_high": record.elo_high, "score": record.score,
                                                        "promoted": int(promoted), "best_elo_chained": best_elo})
-        self.curves.add("value_targets", record.learner_step,
-                        {k: v for k, v in games_summary.items() if k not in ("games", "resign_playouts")})
         self.progress.message(
             f"[gen {record.generation}] arena {record.wins}-{record.draws}-{record.losses} score {record.score:.3f} "
             f"{elo_text(record.elo, record.elo_low, record.elo_high, digits=0)} -> "
@@ -379,7 +399,7 @@ class Driver:
         arena = state.arenas[-1] if state.arenas else None
         arena_text = (f"{arena.wins}-{arena.draws}-{arena.losses} {elo_text(arena.elo, arena.elo_low, arena.elo_high, 0, False)} "
                       f"{'promoted' if arena.promoted else 'kept'}"
-                      if arena else "none yet")
+                      if arena else "none (no gating)" if config.arena.games == 0 else "none yet")
         if state.pending_arena is not None:
             played = len(self.run.read_arena_games(state.pending_arena.generation))
             arena_text += f"; gen {state.pending_arena.generation} playing {played}/{state.pending_arena.num_games}"
