@@ -10,8 +10,9 @@ Each ``--variant NAME[: SECTION.KEY=VALUE, ...]`` is ``alphazero train --config 
 with its overrides (none: the config as it is), in ``OUT/NAME``; the runs go one at a time, each with
 the whole machine, so their self-play rates are comparable (printed beside each result: these machines
 differ 2-4x from day to day, so compare variants of one ablation only). Then ``alphazero tournament`` of
-``--player`` with ``{run}`` replaced by each run directory (its best network), the first variant at 0 Elo,
-into ``OUT/tournament.jsonl``. Run the same command again after a stop: finished runs are kept, an
+``--player`` with ``{run}`` replaced by each run directory (its best network), and any fixed
+``--opponent`` players (a variant that only beats its siblings is told apart from one that beats someone
+else too), the first variant at 0 Elo, into ``OUT/tournament.jsonl``. Run the same command again after a stop: finished runs are kept, an
 unfinished one resumes (``train --resume``), the tournament keeps its played matches. Prints a Markdown
 table (``--json``: one JSON object) and writes it to ``OUT/table.md``.
 """
@@ -72,6 +73,9 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, required=True, help="each run's length (train's max_minutes)")
     parser.add_argument("--variant", action="append", required=True, metavar="NAME[: SECTION.KEY=VALUE, ...]")
     parser.add_argument("--player", default="mcts:{run}?sims=64", help="how each run's best network plays ({run})")
+    parser.add_argument("--opponent", action="append", default=[], metavar="SPEC",
+                        help="a fixed player outside the ablation (e.g. ab:material?depth=1, the ladder's link) that "
+                             "joins the tournament, so the variants are also measured against someone else; repeatable")
     parser.add_argument("--games", type=int, default=40, help="tournament games per pair (even)")
     parser.add_argument("--openings", default=None, help="polyglot book or EPD file for the tournament")
     parser.add_argument("--workers", type=int, default=2, help="tournament games on a local Ray of K workers")
@@ -107,7 +111,7 @@ def main() -> int:
             done.write_text(json.dumps({"name": name, "overrides": overrides, **run_summary(run_dir)}))
         rows.append(json.loads(done.read_text()))
     players = [args.player.replace("{run}", str(out / name)) for name, _ in variants]
-    command = [sys.executable, "-c", CLI, "tournament", *players, "--games", str(args.games), "--workers",
+    command = [sys.executable, "-c", CLI, "tournament", *players, *args.opponent, "--games", str(args.games), "--workers",
                str(args.workers), "--out", str(out / "tournament.jsonl"), "--json"]
     if args.openings:
         command += ["--openings", args.openings]
@@ -121,6 +125,11 @@ def main() -> int:
         row["rating"] = ratings.get(player)
     rows[0]["anchor"] = True
     text = table(rows)
+    for opponent in args.opponent:  # where the fixed players stand on the same scale
+        rating = ratings.get(opponent)
+        if rating:
+            text += (f"\n\n`{opponent}` (a fixed opponent): {rating['elo']:+.0f} [{rating['elo_low']:+.0f}, "
+                     f"{rating['elo_high']:+.0f}] on this scale")
     (out / "table.md").write_text(text + "\n")
     print(json.dumps({"variants": rows}) if args.json else text)
     return 0
