@@ -100,6 +100,7 @@ class RunState:
     arenas: list[ArenaRecord] = field(default_factory=list)
     elapsed_s: float = 0.0
     pending_arena: PendingArena | None = None
+    candidate_step: int = 0  # the learner step of the last candidate (arena or, with no gating, promoted)
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)

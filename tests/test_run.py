@@ -70,6 +70,7 @@ def test_an_arena_is_due_every_steps_per_generation_one_at_a_time() -> None:
     config = load_config(None, ["arena.steps_per_generation=100"])
     assert first_arena_step(config, RunState(learner_step=250)) == 200
     assert first_arena_step(config, RunState(learner_step=250, arenas=[_arena(2, 230)])) == 230  # a later arena counts
+    assert first_arena_step(config, RunState(learner_step=250, candidate_step=240)) == 240  # promoted without games
     pending = PendingArena(3, "gen-0003.pt", "gen-0000.pt", 0, 240, [])
     assert first_arena_step(config, RunState(learner_step=260, pending_arena=pending)) == 240
     assert not arena_due(config, RunState(learner_step=299), 200)

@@ -391,7 +391,7 @@ def test_selfplay_spreads_over_both_nodes_and_a_dead_or_failing_arena_worker_los
         assert sorted(line["index"] for line in lines) == [0, 1, 2, 3]  # every game once, none lost to the death
 
 
-def test_at_max_minutes_arena_final_plays_the_newest_weights_in_a_last_arena(cluster, tmp_path: Path) -> None:
+def test_at_max_minutes_arena_final_plays_the_newest_weights_in_a_last_arena(cluster, tmp_path: Path, capsys) -> None:
     """``arena.final``: no arena falls due during the run; at ``max_minutes`` self-play stops and the learner's
     weights play one arena, decided and recorded before the run stops. A resume finds nothing newer to play."""
     from workers.driver import run_training
@@ -411,6 +411,8 @@ def test_at_max_minutes_arena_final_plays_the_newest_weights_in_a_last_arena(clu
     assert state.games == sum(read_shard(p).num_games for p in shards)
     assert max(p.stat().st_mtime for p in shards) <= run_events(run_dir, "arena_started")[0]["time"]
     assert run_events(run_dir, "run_stopped")[-1]["reason"] == "reached max_minutes=0.3"
+    err = capsys.readouterr().err
+    assert "self-play stopped; arena.final" in err and "| self-play stopped |" in err.split("[gen 1] arena")[-1]
 
     resumed = run_training(load_config(RunDirectory(run_dir).config_path), run_dir, resume=True, address=cluster.address)
     assert len(resumed.arenas) == 1 and resumed.learner_step == state.learner_step

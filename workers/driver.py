@@ -208,6 +208,7 @@ class Driver:
         path = run.network_path(generation)
         if self._learner_call("save_network", str(path), {"generation": generation, "learner_step": state.learner_step}) is None:
             return False  # the learner was restarted from its last save; try again next round
+        state.candidate_step = state.learner_step
         if self.config.arena.games == 0:
             self._promote_ungated(generation)
             return True

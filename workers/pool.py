@@ -59,6 +59,7 @@ class SelfPlayPool:
         self.weights_ref: Any = None  # ... and an ObjectRef of its weights (ray.put once per version)
         self.waiting_reported = False
         self.warned = False  # an actor's device warning (a GPU it cannot use) is shown once per run
+        self.stopped = False  # kill_all was called
 
     @property
     def num_running(self) -> int:
@@ -146,6 +147,8 @@ class SelfPlayPool:
             self.message(f"all {len(self.slots)} self-play actors running again")
 
     def status(self) -> str:
+        if self.stopped:
+            return "stopped"
         if self.num_running == len(self.slots):
             return f"{len(self.slots)} actors"
         now = time.monotonic()
@@ -155,6 +158,9 @@ class SelfPlayPool:
         return f"{self.num_running} of {len(self.slots)} actors running, the others starting"
 
     def kill_all(self) -> None:
+        """Stop every actor (the run's end, or self-play's at ``arena.final``); the pool plays no more."""
         for slot in self.slots:
             if slot.actor is not None:
                 ray.kill(slot.actor)
+            slot.actor, slot.running = None, False
+        self.stopped = True

@@ -88,11 +88,12 @@ def may_train(config: RunConfig, state: RunState) -> bool:
 
 def first_arena_step(config: RunConfig, state: RunState) -> int:
     """The learner step the next arena counts from when a run (re)starts: the pending arena's step, else
-    the last multiple of ``arena.steps_per_generation`` reached (or the last arena's step, if later)."""
+    the last multiple of ``arena.steps_per_generation`` reached (or the last candidate's step, if later)."""
     if state.pending_arena is not None:
         return state.pending_arena.learner_step
     step = state.learner_step - (state.learner_step % config.arena.steps_per_generation)
-    if state.arenas:
+    step = max(step, state.candidate_step)
+    if state.arenas:  # a state.json written before candidate_step existed
         step = max(step, state.arenas[-1].learner_step)
     return step
 
