@@ -58,6 +58,7 @@ from alphazero.judge.promotion import (
     decide_arena,
     missing_games,
     pending_arena,
+    promote,
     record_arena,
 )
 from alphazero.learn.curves import Curves
@@ -234,8 +235,8 @@ class Driver:
     def _promote_ungated(self, generation: int) -> None:
         """``arena.games`` 0: the candidate just saved is the next generation and the best, with no games."""
         state, run = self.state, self.run
-        state.generation = state.best_generation = generation
-        state.network_version += 1
+        state.generation = generation
+        promote(state, generation)
         run.write_state(state)
         run.log_event("promoted", generation=generation, learner_step=state.learner_step, gated=False)
         self._log_selfplay_stats(generation, state.learner_step)
@@ -491,9 +492,7 @@ class Driver:
         self.progress.message("max_minutes reached: self-play stopped; arena.final: the arena in progress ends, then "
                               "the learner's newest weights get a last one")
         while True:
-            if state.pending_arena is not None:
-                last_arena_step = state.pending_arena.learner_step
-            elif self.train_ref is None and final_arena_due(config, state, last_arena_step):
+            if self.train_ref is None and final_arena_due(config, state, max(last_arena_step, state.candidate_step)):
                 if not self._begin_arena():
                     continue  # the learner died and was restarted from its last save: due again if it is newer
             if not self.pending:

@@ -121,5 +121,11 @@ def record_arena(state: RunState, record: ArenaRecord) -> None:
     state.generation = record.generation
     state.pending_arena = None
     if record.promoted:
-        state.best_generation = record.generation
-        state.network_version += 1
+        promote(state, record.generation)
+
+
+def promote(state: RunState, generation: int) -> None:
+    """Generation ``generation``'s network becomes the best, under the next network version (self-play
+    games are tagged with it)."""
+    state.best_generation = generation
+    state.network_version += 1

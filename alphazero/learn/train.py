@@ -223,7 +223,8 @@ class Learner:
                 group["lr"] = rate
             batch = self.window.sample(self.config.batch_size, self.rng)
             target, weight = value_targets(batch.z, batch.q, batch.known, self.config)
-            draw_t = torch.from_numpy(draw_targets(batch.z, batch.known, self.config)).to(self.device)
+            draw_t = (torch.from_numpy(draw_targets(batch.z, batch.known, self.config)).to(self.device)
+                      if self.net.config.wdl_head else None)
             planes_t = torch.from_numpy(batch.planes).to(self.device)
             pi_t = torch.from_numpy(batch.pi).to(self.device)
             z_t = torch.from_numpy(target).to(self.device)
