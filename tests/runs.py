@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from alphazero.checkpoint import read_jsonl
-from tools.sessions import kill_session, session_pids
+from tools.sessions import describe, kill_session, session_pids
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "configs" / "smoke.yaml"
@@ -48,7 +48,8 @@ def run_to_end(command: list[str], timeout: float = 240) -> subprocess.Completed
     finally:
         if process.poll() is None:
             kill_session(process)
-    assert not session_pids(process.pid), "the run left processes behind"
+    left = session_pids(process.pid)
+    assert not left, f"the run left processes behind: {describe(left)}"
     return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
