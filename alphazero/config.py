@@ -197,6 +197,12 @@ class TrainConfig:
     material_horizon: int = 8
     steps_per_call: int = 50  # steps per learner call (a save point)
     device: str = "auto"  # auto: cuda when present, else cpu
+    # fp32, or bf16: forward and loss under torch.autocast to bfloat16 (weights, gradients and the optimizer
+    # stay fp32; bf16 needs no loss scaling). On a CPU with AMX (avx512_bf16) a step costs 0.4-0.5x fp32's
+    # (docs/RESULTS.md "A bigger network for the hour"); on one without, it is slower. channels_last: the
+    # network's memory format during training (a further 0.8-0.9x with bf16 on such a CPU).
+    precision: str = "fp32"
+    channels_last: bool = False
     # > 0: the arena's candidates are an exponential moving average of the learner's weights (and batch-norm
     # statistics), updated each step with this decay (0.99: about the last 100 steps); 0: the weights as trained
     ema_decay: float = 0.0
@@ -418,6 +424,8 @@ def _validate(config: RunConfig) -> None:
         (config.train.soft_policy_weight >= 0 and config.train.soft_policy_temperature >= 1,
          "train.soft_policy_weight must be >= 0 and train.soft_policy_temperature >= 1"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
+        (config.train.precision in ("fp32", "bf16"), "train.precision must be fp32 or bf16"),
+        (isinstance(config.train.channels_last, bool), "train.channels_last must be true or false"),
         (config.train.optimizer in ("sgd", "adamw"), "train.optimizer must be sgd or adamw"),
         (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),
         (0 <= config.train.lr_anneal_fraction <= 1 and 0 <= config.train.lr_anneal_floor <= 1,

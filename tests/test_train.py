@@ -346,6 +346,44 @@ def test_state_round_trip_reproduces_the_next_step_exactly(tmp_path, optimizer):
         assert torch.equal(ours[key], theirs[key]), key
 
 
+def test_a_bf16_channels_last_learner_takes_the_fp32_step_to_bf16_rounding_and_resumes_exactly(tmp_path):
+    """train.precision bf16 (autocast) and train.channels_last: the same losses and the same update as fp32
+    to bf16's rounding, fp32 weights kept, and a state that resumes the next step bit for bit."""
+    paths = [_shard(tmp_path, 12, seed=0), _shard(tmp_path, 9, seed=1)]
+    fp32 = Learner(TINY, _config(batch_size=8), seed=0)
+    fast = Learner(TINY, _config(batch_size=8, precision="bf16", channels_last=True), seed=0)
+    assert fast.net.stem[0].weight.is_contiguous(memory_format=torch.channels_last)
+    start = {k: v.clone() for k, v in fp32.net.state_dict().items()}
+    for learner in (fp32, fast):
+        learner.add_shards(paths)
+    a, b = fp32.train(1), fast.train(1)
+    assert a.loss != b.loss and b.loss == pytest.approx(a.loss, rel=0.02)  # bf16 really ran, and agrees
+    assert b.value_loss == pytest.approx(a.value_loss, rel=0.05, abs=0.01)
+    for key, value in fast.net.state_dict().items():
+        assert value.dtype == start[key].dtype  # the weights stay fp32 (int for the batch-norm step count)
+        if value.is_floating_point() and "running" not in key:  # each tensor's update points the fp32 way
+            moved, moved_fp32 = value - start[key], fp32.net.state_dict()[key] - start[key]
+            assert torch.cosine_similarity(moved.flatten(), moved_fp32.flatten(), dim=0) > 0.9, key
+    state_path = tmp_path / "learner.pt"
+    torch.save(fast.state_dict(), state_path)
+    resumed = Learner(TINY, _config(batch_size=8, precision="bf16", channels_last=True), seed=99)
+    resumed.add_shards(paths)
+    resumed.load_state_dict(torch.load(state_path, weights_only=True), str(state_path))
+    for _ in range(2):
+        a, b = fast.train(1), resumed.train(1)
+        assert (a.loss, a.value_loss, a.policy_loss) == (b.loss, b.value_loss, b.policy_loss)
+
+
+def test_a_learner_precision_or_memory_format_outside_the_choices_is_refused():
+    from alphazero.config import load_config
+
+    for override, message in (("train.precision=fp16", "train.precision must be fp32 or bf16"),
+                              ("train.channels_last=maybe", "train.channels_last")):
+        with pytest.raises(Exception, match=message):
+            load_config("configs/default.yaml", [override])
+    assert load_config("configs/default.yaml", ["train.precision=bf16", "train.channels_last=true"]).train.precision == "bf16"
+
+
 def test_the_candidate_is_the_moving_average_of_the_weights(tmp_path):
     """train.ema_decay d: after steps giving weights w1, w2, w3 the candidate holds w1 averaged on as
     ema = d * ema + (1 - d) * w (parameters and batch-norm statistics); without it, the weights themselves."""

@@ -14,6 +14,10 @@ A network with ``material_head`` adds ``material_weight * (m - material)^2``, ma
 balance ``material_horizon`` plies later in the game (``alphazero.learn.replay.material_targets``),
 known for every game, finished or not.
 
+With ``train.precision = bf16`` the forward pass runs under ``torch.autocast`` to bfloat16 while the
+weights, their gradients and the optimizer stay fp32 and every loss is taken in fp32 (``compute_loss``
+casts the heads' outputs): the mixed precision lc0 and KataGo train with, on a CPU with AMX as on a GPU.
+
 ``Learner`` owns the network being trained, its optimizer and schedule, the replay window and the
 random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through safe formats.
 """
@@ -91,7 +95,10 @@ def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z:
     (otherwise it is 0); the soft policy term only when the network has its head and the weight is positive.
     """
     soft_wanted = soft_policy_weight > 0 and net.soft_policy_out is not None
-    logits, value, predicted, soft_logits, wdl_logits = net.forward_training(planes, soft_policy=soft_wanted)
+    heads = net.forward_training(planes, soft_policy=soft_wanted)
+    # Every loss in fp32 (under autocast the heads may come out in bf16; for fp32 outputs .float() is a no-op).
+    logits, value, predicted, soft_logits, wdl_logits = (None if h is None else h.float() for h in heads)
+    assert logits is not None and value is not None
     if wdl_logits is not None:
         per_position = -(wdl_target(z, draw) * F.log_softmax(wdl_logits, dim=1)).sum(dim=1)
     else:
@@ -171,7 +178,7 @@ class Learner:
         self.device = torch.device(device)
         self.config = config
         torch.manual_seed(seed)
-        self.net = PolicyValueNet(network).to(self.device)
+        self.net = self._placed(PolicyValueNet(network))
         self.optimizer = make_optimizer(self.net, config)
         self.step = 0
         self.samples_trained = 0
@@ -180,6 +187,11 @@ class Learner:
         self.shards_loaded: list[str] = []
         self.ema = self._new_ema(self.net)
         self.anneal = 1.0  # the learning rate's annealing factor at the last train call's progress
+
+    def _placed(self, net: PolicyValueNet) -> PolicyValueNet:
+        """``net`` on the learner's device, in channels-last memory format with ``train.channels_last``."""
+        net = net.to(self.device)
+        return net.to(memory_format=torch.channels_last) if self.config.channels_last else net  # type: ignore[call-overload]  # torch's stubs omit this form
 
     def _new_ema(self, net: PolicyValueNet) -> AveragedModel | None:
         """torch's exponential moving average of ``net`` (parameters and buffers), or None when off."""
@@ -231,9 +243,10 @@ class Learner:
             material_t = torch.from_numpy(batch.material).to(self.device)
             if weight is not None:
                 weight = weight.to(self.device)
-            loss, value_loss, policy_loss, material_loss, soft_loss = compute_loss(
-                self.net, planes_t, pi_t, z_t, weight, material_t, self.config.material_weight,
-                self.config.soft_policy_weight, self.config.soft_policy_temperature, draw_t)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.precision == "bf16"):
+                loss, value_loss, policy_loss, material_loss, soft_loss = compute_loss(
+                    self.net, planes_t, pi_t, z_t, weight, material_t, self.config.material_weight,
+                    self.config.soft_policy_weight, self.config.soft_policy_temperature, draw_t)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
@@ -293,7 +306,7 @@ class Learner:
         # Build everything in fresh objects first, so a bad file leaves this learner untouched.
         try:
             net = net_from_payload(state["network"], source)
-            scratch = PolicyValueNet(self.net.config).to(self.device)
+            scratch = self._placed(PolicyValueNet(self.net.config))
             scratch.load_state_dict(net.state_dict())  # RuntimeError when the shapes differ
             optimizer = make_optimizer(scratch, self.config)
             if not isinstance(state["optimizer"], dict):
