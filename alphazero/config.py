@@ -198,9 +198,9 @@ class TrainConfig:
     steps_per_call: int = 50  # steps per learner call (a save point)
     device: str = "auto"  # auto: cuda when present, else cpu
     # fp32, or bf16: forward and loss under torch.autocast to bfloat16 (weights, gradients and the optimizer
-    # stay fp32; bf16 needs no loss scaling). On a CPU with AMX (avx512_bf16) a step costs 0.4-0.5x fp32's
-    # (docs/RESULTS.md "A bigger network for the hour"); on one without, it is slower. channels_last: the
-    # network's memory format during training (a further 0.8-0.9x with bf16 on such a CPU).
+    # stay fp32; bf16 needs no loss scaling). On a CPU with AMX (amx_bf16) a step costs 0.4-0.5x fp32's
+    # (docs/RESULTS.md "No gating and a bigger network for the hour"); on one without, bf16 is emulated and
+    # not expected to pay. channels_last: the network's memory format in training (a further 0.8-0.9x with bf16).
     precision: str = "fp32"
     channels_last: bool = False
     # > 0: the arena's candidates are an exponential moving average of the learner's weights (and batch-norm
