@@ -350,3 +350,19 @@ def test_the_shipped_supervised_network_fits_its_config_and_knows_openings():
     assert value[0] > 0.5 > -0.5 > value[1] and value[2] > 0.5 and abs(value[3]) < 0.2
     legal = sorted(start.legal_moves, key=lambda move: -logits[3, encoding.move_to_action(start, move)].item())
     assert {move.uci() for move in legal[:4]} == {"e2e4", "d2d4", "c2c4", "g1f3"}
+
+
+def test_the_shipped_amx_network_has_its_configs_shape_and_knows_a_queen_is_worth_having():
+    # docs/nets/amx-1h.pt is the network docs/RESULTS.md measures ("No gating and a bigger network for the hour"):
+    # configs/amx.yaml's 4x48 shape (so `train --init` and the config take it), and it values material.
+    from alphazero.config import load_config
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    net = load_network(root / "docs" / "nets" / "amx-1h.pt").eval()
+    assert net.config == load_config(root / "configs" / "amx.yaml").network
+    up = chess.Board("rnb1kbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1")
+    down = chess.Board("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNB1KBNR w KQkq - 0 1")
+    with torch.no_grad():
+        _, value, material = net.forward_heads(torch.from_numpy(encoding.encode_boards([up, down])))
+    assert material is not None
+    assert value[0] > 0.3 > -0.3 > value[1] and material[0] > 0.5 > -0.5 > material[1]
