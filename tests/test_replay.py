@@ -453,3 +453,26 @@ def test_window_sample_carries_each_positions_material_target(tmp_path):
     index = {row.tobytes(): i for i, row in enumerate(flat)}
     rows = encoding.pack_planes(planes)
     assert np.array_equal(material, stored[[index[row.tobytes()] for row in rows]])
+
+
+def test_diagnose_counts_capped_games_that_one_side_was_winning_on_material():
+    # Three games: capped with White a rook up at its last position, capped level, and finished
+    # (checkmate, where the balance does not matter). One of the two capped games is "ahead".
+    from types import SimpleNamespace
+
+    from alphazero.learn.diagnose import data_report
+
+    up_a_rook = chess.Board("4k3/8/8/8/8/8/8/R3K3 b - - 0 60")
+    level = chess.Board("4k3/4p3/8/8/8/8/4P3/4K3 w - - 0 60")
+    boards = [chess.Board(), up_a_rook, chess.Board(), level, chess.Board(), chess.Board()]
+    packed = encoding.encode_packed(boards)
+    terminations = [MAX_LENGTH, MAX_LENGTH, "checkmate"]
+    counts = np.array([2, 2, 2])
+    shard = SimpleNamespace(terminations=terminations, plies=[200, 200, 40], planes=packed, game_positions=counts,
+                            z=np.array([0, 0, 0, 0, 1, -1], dtype=np.int8),
+                            result_known=np.repeat([t != MAX_LENGTH for t in terminations], counts))
+    report = data_report([shard])
+    assert report["capped_games_5_points_ahead"] == 0.5
+    assert report["positions_with_result"] == pytest.approx(1 / 3, abs=1e-3)
+    shard.terminations = ["checkmate"] * 3
+    assert data_report([shard])["capped_games_5_points_ahead"] is None

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from alphazero.board import encoding
+from alphazero.board.game import MAX_LENGTH
 from alphazero.checkpoint import RunDirectory
 from alphazero.errors import RunStateError
 from alphazero.learn.replay import ReplayWindow, read_shard, shard_paths
@@ -28,14 +29,19 @@ _DIFF_BYTE = len(encoding.BIT_PLANES) * 8 + encoding.CONSTANT_PLANES.index(15)  
 def data_report(shards: list) -> dict[str, Any]:
     """How games end and how informative their value targets are."""
     terminations: collections.Counter = collections.Counter()
-    plies, diffs, z, known = [], [], [], []
+    plies, diffs, z, known, capped_final = [], [], [], [], []
     for shard in shards:
         terminations.update(shard.terminations)
         plies.extend(shard.plies)
-        diffs.append(shard.planes[:, _DIFF_BYTE].astype(np.int64) - 128)
+        shard_diff = shard.planes[:, _DIFF_BYTE].astype(np.int64) - 128
+        diffs.append(shard_diff)
         z.append(shard.z.astype(np.float64))
         known.append(shard.result_known)
+        last = np.cumsum(shard.game_positions) - 1  # each game's last stored position
+        capped = np.array([t == MAX_LENGTH for t in shard.terminations], dtype=bool) & (shard.game_positions > 0)
+        capped_final.append(shard_diff[last[capped]])
     diff, zs, ks = np.concatenate(diffs), np.concatenate(z), np.concatenate(known)
+    at_cap = np.abs(np.concatenate(capped_final))
     games = sum(terminations.values())
     report: dict[str, Any] = {
         "games": games,
@@ -44,6 +50,9 @@ def data_report(shards: list) -> dict[str, Any]:
         "terminations": {k: round(v / games, 3) for k, v in terminations.most_common()},
         "positions_with_result": round(float(ks.mean()), 3),
         "decisive_share_of_those": round(float((zs[ks] != 0).mean()), 3) if ks.any() else 0.0,
+        # Games stopped at the length limit with one side 5+ points (a rook) ahead at their last stored
+        # position: wins not converted, whose positions teach the value head nothing (resignation ends them).
+        "capped_games_5_points_ahead": round(float((at_cap >= 5).mean()), 3) if len(at_cap) else None,
     }
     if ks.sum() > 2 and zs[ks].std() > 0 and diff[ks].std() > 0:
         report["corr_material_z"] = round(float(np.corrcoef(diff[ks], zs[ks])[0, 1]), 3)
