@@ -86,6 +86,9 @@ class SearchConfig:
     num_simulations: int = 32  # configs/default.yaml's budget (AlphaZero: 800)
     c_puct: float = 1.25
     c_puct_base: float = 19652.0  # 0 disables the log growth of c
+    # The network's policy logits are divided by this before the softmax over the legal moves (lc0's
+    # PolicyTemperature; > 1 flattens an overconfident policy). Self-play keeps 1.0.
+    policy_temperature: float = 1.0
     fpu_reduction: float = 0.25
     dirichlet_alpha: float = 0.3
     dirichlet_epsilon: float = 0.25
@@ -143,6 +146,8 @@ class SearchConfig:
             raise ValueError("search.leaves_per_game must be >= 1")
         if self.c_puct <= 0:
             raise ValueError("search.c_puct must be > 0")
+        if not self.policy_temperature > 0:
+            raise ValueError(f"search.policy_temperature must be > 0, got {self.policy_temperature!r}")
         if not 0 <= self.dirichlet_epsilon <= 1:
             raise ValueError("search.dirichlet_epsilon must be in [0, 1]")
         if self.dirichlet_alpha <= 0:

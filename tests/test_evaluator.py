@@ -263,3 +263,32 @@ def test_search_with_network_evaluator(net):
         np.testing.assert_allclose(result.priors, [by_move[m] for m in result.moves], atol=1e-4)
     # All games' leaves went through few, batched network calls.
     assert ev.num_calls < 24 * len(boards)
+
+
+def test_policy_temperature_divides_the_logits_and_flattens_the_priors(net, positions):
+    """``policy_temperature`` T: every logit divided by T, so the priors are softmax(logits / T) over the
+    legal moves, through ``forward`` (the compiled search's path) and ``evaluate`` (the Python search's);
+    values unchanged. T > 1 flattens each position's priors (higher entropy)."""
+    boards = positions[:8]
+    plain, warm = NetworkEvaluator(net), NetworkEvaluator(net, policy_temperature=2.0)
+    planes = np.stack([encoding.encode_board(b) for b in boards])
+    logits, values = (np.array(a) for a in plain.forward(planes))
+    warm_logits, warm_values = warm.forward(planes)
+    np.testing.assert_allclose(warm_logits, logits / 2.0, rtol=1e-6)
+    np.testing.assert_array_equal(warm_values, values)
+    priors, _ = _evaluate_boards(plain, boards)
+    warm_priors, _ = _evaluate_boards(warm, boards)
+
+    def entropy(x: np.ndarray) -> float:
+        return float(-(x * np.log(np.maximum(x, 1e-12))).sum())
+
+    for row, (board, p, q) in enumerate(zip(boards, priors, warm_priors)):
+        actions = encoding.moves_to_actions(board, list(board.legal_moves))
+        np.testing.assert_allclose(q, masked_softmax(logits[row:row + 1] / 2.0, [actions])[0], atol=1e-5)
+        if len(p) > 1:
+            assert entropy(q) > entropy(p), board.fen()
+    assert NetworkEvaluator.for_search(net, SearchConfig(policy_temperature=1.5)).policy_temperature == 1.5
+    with pytest.raises(ValueError, match="policy_temperature must be > 0"):
+        NetworkEvaluator(net, policy_temperature=0.0)
+    with pytest.raises(ValueError, match="search.policy_temperature must be > 0"):
+        SearchConfig(policy_temperature=-1.0)

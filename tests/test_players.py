@@ -134,6 +134,15 @@ def test_network_players_take_the_inference_settings(tiny_net) -> None:
         make_player(f"mcts:{tiny_net}?channels_last=yes")
 
 
+def test_a_network_players_policy_temperature_reaches_its_evaluator(tiny_net) -> None:
+    player = make_player(f"mcts:{tiny_net}?sims=8&pst=1.6")
+    assert player.mcts.config.policy_temperature == 1.6  # type: ignore[attr-defined]
+    assert player.evaluator.policy_temperature == 1.6  # type: ignore[attr-defined]
+    assert player.choose_moves([chess.Board()])[0] in chess.Board().legal_moves
+    with pytest.raises(ValueError, match="pst must be positive"):
+        make_player(f"mcts:{tiny_net}?pst=0")
+
+
 @pytest.mark.parametrize("query, key", [("sims=1&sims=2", "sims"), ("sims=1&nodes=2", "nodes"), ("cpuct=1&c_puct=2", "c_puct")])
 def test_a_repeated_network_parameter_is_named(tiny_net, query, key) -> None:
     with pytest.raises(ValueError, match=f"{key} is given twice"):

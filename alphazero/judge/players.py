@@ -3,9 +3,11 @@
 ========================================================= ==================================================
 spec                                                      player
 ========================================================= ==================================================
-``mcts:PATH?sims=N&cpuct=C&algorithm=A&mates=M``          network with search (A: puct, the default, or gumbel;
+``mcts:PATH?sims=N&cpuct=C&algorithm=A&mates=M&pst=T``    network with search (A: puct, the default, or gumbel;
                                                           M: 1, the default, finds mates in one, 0 not:
-                                                          ``SearchConfig.mate_in_one``); PATH a network
+                                                          ``SearchConfig.mate_in_one``; T: the policy
+                                                          temperature, ``SearchConfig.policy_temperature``,
+                                                          1 by default); PATH a network
                                                           file or a run directory (its current best network);
                                                           also ``backend=torch|onnx``, ``precision=fp32|bf16|
                                                           fp16``, ``channels_last=0|1`` (``SearchConfig``)
@@ -302,9 +304,11 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 changes["mate_in_one" if key == "mates" else key] = value == "1"
             elif key in ("precision", "backend"):
                 changes[key] = value
+            elif key == "pst":
+                changes["policy_temperature"] = float(_number(spec, key, value, float))
             else:
                 raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm, mates, "
-                                 "backend, precision, channels_last)")
+                                 "pst, backend, precision, channels_last)")
         from dataclasses import replace
 
         try:

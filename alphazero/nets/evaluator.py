@@ -58,17 +58,23 @@ class NetworkEvaluator:
     onnxruntime imports and the settings are plain, else torch); ``self.backend`` is the one chosen.
     ``precision``, ``channels_last`` and ``pin_memory`` are ``search``'s keys of the same names
     (``alphazero.nets.inference.resolve_settings``; ``self.settings`` holds them resolved).
+    ``policy_temperature`` T divides every logit ``forward`` returns (so both searches' priors are
+    ``softmax(logits / T)`` over the legal moves; ``search.policy_temperature``).
     ``forward``'s logits are valid until its next call (the torch backend may reuse its buffers).
     """
 
     def __init__(self, net: PolicyValueNet, device: str = "cpu", max_batch: int = 1024, backend: str = "auto",
-                 precision: str = "auto", channels_last: bool | str = "auto", pin_memory: bool | str = "auto") -> None:
+                 precision: str = "auto", channels_last: bool | str = "auto", pin_memory: bool | str = "auto",
+                 policy_temperature: float = 1.0) -> None:
+        if not policy_temperature > 0:
+            raise ValueError(f"policy_temperature must be > 0, got {policy_temperature!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.settings = resolve_settings(self.device, precision, channels_last, pin_memory)
         self.backend = resolve_backend(backend, self.device, self.settings)
         self.max_batch = max_batch
+        self.policy_temperature = float(policy_temperature)
         self.num_positions = 0
         self.num_calls = 0
         self._run = make_backend(self.backend, net, self.device, self.settings)
@@ -76,9 +82,11 @@ class NetworkEvaluator:
     @classmethod
     def for_search(cls, net: PolicyValueNet, search: SearchConfig, device: str = "cpu",
                    max_batch: int = 1024) -> NetworkEvaluator:
-        """The evaluator ``search``'s keys ask for (backend, precision, channels_last, pin_memory) on ``device``."""
+        """The evaluator ``search``'s keys ask for (backend, precision, channels_last, pin_memory,
+        policy_temperature) on ``device``."""
         return cls(net, device=device, max_batch=max_batch, backend=search.backend, precision=search.precision,
-                   channels_last=search.channels_last, pin_memory=search.pin_memory)
+                   channels_last=search.channels_last, pin_memory=search.pin_memory,
+                   policy_temperature=search.policy_temperature)
 
     def set_network(self, net: PolicyValueNet) -> None:
         """Swap in new weights (a new version) for the next call (the onnx backend exports them again)."""
@@ -104,7 +112,10 @@ class NetworkEvaluator:
         """planes ``uint8 [B, 24, 8, 8]`` -> (logits ``float32 [B, 4672]``, values ``float32 [B]``)."""
         self.num_calls += 1
         self.num_positions += len(planes)
-        return self._run(planes)
+        logits, values = self._run(planes)
+        if self.policy_temperature != 1.0:
+            logits = logits / np.float32(self.policy_temperature)
+        return logits, values
 
     def policy(self, boards: Sequence[chess.Board]) -> list[tuple[list[chess.Move], np.ndarray, float]]:
         """Raw network policy (no search) for each board: (legal moves, priors ``[K]``, value)."""
