@@ -22,12 +22,24 @@ def test_the_summary_and_the_table_say_what_each_run_did(tmp_path):
     (tmp_path / "state.json").write_text(json.dumps({
         "games": 500, "positions": 80000, "learner_step": 300, "best_generation": 2, "generation": 3,
         "elapsed_s": 1200.0}))
+    events = [{"event": "selfplay_stats", "games": 100, "max_length": 0.4, "resigned": 0.0, "would_resign": 0,
+               "false_resign_rate": None},
+              {"event": "promoted", "games": 999},
+              {"event": "selfplay_stats", "games": 300, "max_length": 0.2, "resigned": 0.1, "would_resign": 4,
+               "false_resign_rate": 0.25}]
+    (tmp_path / "events.jsonl").write_text("\n".join(json.dumps(e) for e in events) + '\n{"torn')
     summary = run_summary(tmp_path)
     assert summary["positions_per_s"] == pytest.approx(66.7) and summary["seconds"] == 1200
+    # Shares weighted by each generation's games: (40 + 60) / 400 capped, 30 / 400 resigned, 1 of 4 false.
+    assert (summary["capped"], summary["resigned"], summary["false_resign_rate"]) == (0.25, 0.075, 0.25)
     rows = [{"name": "puct32", "overrides": [], **summary, "anchor": True},
             {"name": "gumbel8", "overrides": ["search.algorithm=gumbel"], **summary,
              "rating": {"elo": 35.2, "elo_low": -20.1, "elo_high": 90.6}}]
     lines = table(rows).splitlines()
     assert lines[0].startswith("| variant | overrides | Elo [95%]") and len(lines) == 4
-    assert "| puct32 | (the config) | anchor (0) | 500 | 80,000 | 66.7 | 300 | 2 |" == lines[2]
+    assert "| puct32 | (the config) | anchor (0) | 500 | 80,000 | 66.7 | 300 | 2 | 25% / 8% |" == lines[2]
     assert "| +35 [-20, +91] |" in lines[3] and "search.algorithm=gumbel" in lines[3]
+    # A run without events (or from before them) says so rather than a made-up zero.
+    (tmp_path / "events.jsonl").unlink()
+    assert run_summary(tmp_path)["capped"] is None
+    assert table([{"name": "old", "overrides": [], **run_summary(tmp_path), "anchor": True}]).endswith("| - / - |")

@@ -43,26 +43,55 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
     return name, overrides
 
 
+def game_endings(run_dir: Path) -> dict[str, float | None]:
+    """How the run's self-play games ended, from its ``selfplay_stats`` events (one per generation): the
+    shares stopped at the length limit (no value target) and resigned, and the false resignation rate of
+    the games played out to check it (None where nothing was counted)."""
+    games = capped = resigned = would = false = 0.0
+    events = run_dir / "events.jsonl"
+    for line in events.read_text().splitlines() if events.exists() else []:
+        try:
+            event = json.loads(line)
+        except ValueError:  # a line torn by a kill
+            continue
+        if event.get("event") != "selfplay_stats" or not event.get("games"):
+            continue
+        games += event["games"]
+        capped += event["games"] * (event.get("max_length") or 0.0)
+        resigned += event["games"] * (event.get("resigned") or 0.0)
+        would += event.get("would_resign") or 0
+        false += (event.get("would_resign") or 0) * (event.get("false_resign_rate") or 0.0)
+    return {"capped": round(capped / games, 3) if games else None, "resigned": round(resigned / games, 3) if games else None,
+            "false_resign_rate": round(false / would, 3) if would else None}
+
+
 def run_summary(run_dir: Path) -> dict[str, Any]:
-    """What a finished run did, from its ``state.json``: games, positions, learner steps, best generation,
-    seconds and self-play positions per second over the run."""
+    """What a finished run did, from its ``state.json`` (games, positions, learner steps, best generation,
+    seconds and self-play positions per second over the run) and its events (``game_endings``)."""
     state = json.loads((run_dir / "state.json").read_text())
     seconds = float(state.get("elapsed_s") or 0.0)
     return {"games": state["games"], "positions": state["positions"], "learner_steps": state["learner_step"],
             "best_generation": state["best_generation"], "generations": state["generation"],
-            "seconds": round(seconds), "positions_per_s": round(state["positions"] / seconds, 1) if seconds else None}
+            "seconds": round(seconds), "positions_per_s": round(state["positions"] / seconds, 1) if seconds else None,
+            **game_endings(run_dir)}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table of an ablation: one row per variant."""
-    lines = ["| variant | overrides | Elo [95%] | games | positions | self-play positions/s | learner steps | best gen |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| variant | overrides | Elo [95%] | games | positions | self-play positions/s | learner steps | best gen "
+             "| games capped / resigned |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0%}"
+
     for row in rows:
         rating = row.get("rating")
         elo = "anchor (0)" if row.get("anchor") else (
             f"{rating['elo']:+.0f} [{rating['elo_low']:+.0f}, {rating['elo_high']:+.0f}]" if rating else "-")
         lines.append(f"| {row['name']} | {', '.join(row['overrides']) or '(the config)'} | {elo} | {row['games']:,} | "
-                     f"{row['positions']:,} | {row['positions_per_s']} | {row['learner_steps']:,} | {row['best_generation']} |")
+                     f"{row['positions']:,} | {row['positions_per_s']} | {row['learner_steps']:,} | {row['best_generation']} | "
+                     f"{share(row.get('capped'))} / {share(row.get('resigned'))} |")
     return "\n".join(lines)
 
 
