@@ -480,6 +480,23 @@ def test_profile_interval_is_where_the_profile_likelihood_falls_by_1_92() -> Non
     assert wald["p"].elo_high - wald["p"].elo == pytest.approx(wald["p"].elo - wald["p"].elo_low)
 
 
+def test_a_ladder_whose_new_player_starts_far_from_its_rating_is_fitted() -> None:
+    """The shared ladder file that broke the fit (``Singular matrix``), cut down to the players it needs:
+    a new player's first round, 1/0/9 against the 1350 level, started at the mean of the levels (1717);
+    its first full Newton step threw it to about -6700 Elo, where its curvature underflows. With the
+    steps capped, the fit is the maximum: the new player where its own 1-in-10 score against the pinned
+    1350 puts it (the rest of the file does not touch it), and the gradient zero for everyone."""
+    rows = [("P0", "L1950", 6, 3, 11), ("P0", "L1850", 16, 0, 4), ("link", "L1350", 71, 18, 111),
+            ("P10", "link", 0, 12, 188), ("P12", "link", 25, 59, 106), ("new", "L1350", 1, 0, 9)]
+    games = [(a, b, score) for a, b, w, d, lost in rows for score, count in ((1.0, w), (0.5, d), (0.0, lost))
+             for _ in range(count)]
+    fitted = fit_ratings(games, pinned={"L1950": 1950.0, "L1850": 1850.0, "L1350": 1350.0})
+    # prior_games 1 (a draw against each opponent): 1.5 points in 11 games against L1350 alone
+    assert fitted["new"].elo == pytest.approx(1350.0 + 400.0 * np.log10(1.5 / 9.5), abs=0.01)
+    assert fitted["new"].elo_low < fitted["new"].elo < fitted["new"].elo_high < 1350.0
+    assert fitted["P10"].elo < fitted["link"].elo < 1350.0 < fitted["P0"].elo
+
+
 def test_pinned_fit_rejects_what_it_cannot_rate() -> None:
     games = _ladder_games()
     with pytest.raises(ValueError, match="loner"):

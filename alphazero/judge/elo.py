@@ -33,6 +33,11 @@ Z_95 = 1.959964
 LOGISTIC_SCALE = math.log(10.0) / 400.0
 """Natural-log slope of the Elo logistic: elo_to_score(d) = 1 / (1 + exp(-LOGISTIC_SCALE * d))."""
 
+MAX_NEWTON_STEP = 400.0
+"""The most any rating moves in one Newton step of ``fit_ratings`` (a trust region). Far from the optimum a
+player whose games are all against much weaker or stronger opponents has almost no curvature, and a full
+Newton step throws it thousands of Elo away, where its curvature underflows and the system turns singular."""
+
 SPRT_REGULARISATION = 1e-3
 """Fishtest's regulariser (SPRT with prior_observations = 0): an empty cell counts as this many."""
 
@@ -517,7 +522,8 @@ def _gradient_and_hessian(ratings: np.ndarray, games: np.ndarray,
 def _newton(games: np.ndarray, points: np.ndarray, fixed: np.ndarray,
             start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Maximise the log-likelihood over the players not ``fixed`` (a boolean mask, at least one True),
-    starting from ``start`` (the fixed players keep their values there), by damped Newton steps.
+    starting from ``start`` (the fixed players keep their values there), by damped Newton steps of at most
+    ``MAX_NEWTON_STEP`` Elo.
 
     Returns the ratings and the Hessian of the negative log-likelihood at the optimum.
     """
@@ -531,6 +537,9 @@ def _newton(games: np.ndarray, points: np.ndarray, fixed: np.ndarray,
             return ratings, hessian
         step = np.zeros(size)
         step[free] = np.linalg.solve(hessian[np.ix_(free, free)], gradient[free])
+        largest = float(np.abs(step).max())
+        if largest > MAX_NEWTON_STEP:  # still an ascent direction: a positive multiple of Newton's
+            step *= MAX_NEWTON_STEP / largest
         slope = float(gradient @ step)
         length = 1.0
         while True:
