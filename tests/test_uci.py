@@ -35,8 +35,10 @@ from alphazero.nets.network import PolicyValueNet, save_network
 from alphazero.serve.searchers import (
     AB_OPTIONS,
     DEFAULT_MOVE_OVERHEAD_MS,
+    DEFAULT_POLICY_TEMPERATURE,
     NETWORK_OPTIONS,
     AlphaBetaSearcher,
+    NetworkSearcher,
     make_searcher,
 )
 from alphazero.serve.uci import UCIEngine, run_uci, run_uci_player
@@ -331,6 +333,7 @@ def test_engine_option_tables() -> None:
     assert NETWORK_OPTIONS.declarations() == [  # what the network engine always announced
         "option name Nodes type spin default 400 min 1 max 1000000000",
         "option name CPuct type string default 1.25",
+        f"option name PolicyTemperature type string default {DEFAULT_POLICY_TEMPERATURE}",
         f"option name Threads type spin default 1 min 1 max {threads_max}",
         "option name MultiPV type spin default 1 min 1 max 64",
         "option name Move Overhead type spin default 50 min 0 max 10000",
@@ -796,6 +799,21 @@ def test_network_engine_answers_go_mate_and_searchmoves(inproc) -> None:
     assert any("go mate is not supported" in line for line in reply)
     assert any("go searchmoves is not supported" in line for line in reply)
     assert chess.Move.from_uci(reply[-1].split()[1]) in chess.Board(POSITIONS[2]).legal_moves
+
+
+def test_policy_temperature_reaches_the_network_calls(net) -> None:
+    """``setoption name PolicyTemperature``: the next search's network calls divide the logits by it, so
+    the root's priors are softmax(logits / T); a value at or below 0 is refused with an ``info string``."""
+    searcher = NetworkSearcher(net)
+    with serving(searcher) as (stdin, stdout):
+        stdin.send("position startpos", "go nodes 8")
+        stdout.read_until("bestmove")
+        assert searcher.evaluator.policy_temperature == DEFAULT_POLICY_TEMPERATURE
+        stdin.send("setoption name PolicyTemperature value 2.5", "ucinewgame", "position startpos", "go nodes 8")
+        stdout.read_until("bestmove")
+        assert searcher.evaluator.policy_temperature == 2.5
+        stdin.send("setoption name PolicyTemperature value 0")
+        assert stdout.read_until("info string")[-1].startswith("info string setoption")
 
 
 def test_setoption_values(inproc) -> None:

@@ -14,17 +14,20 @@ Options
 
 Each engine kind announces its own table (declared once each below, ``OptionTable``):
 
-================= ======== ======== ============ =================================================
-name              type     default  engines      meaning
-================= ======== ======== ============ =================================================
-``Nodes``         spin     400      network      simulations of a ``go`` with no limit at all
-``CPuct``         string   1.25     network      PUCT exploration constant (a float; UCI has no float type)
-``Threads``       spin     1        network      torch intra-op threads
-``Hash``          spin     16       ab           transposition table, MB (default: the spec's ``hash``)
-``MultiPV``       spin     1        network, ab  lines reported (``info ... multipv K``), best first
-``Move Overhead`` spin     50       network, ab  milliseconds kept back from every timed search
-``Ponder``        check    false    all          accepted (pondering works whenever the GUI sends ``go ponder``)
-================= ======== ======== ============ =================================================
+===================== ======== ======== ============ =================================================
+name                  type     default  engines      meaning
+===================== ======== ======== ============ =================================================
+``Nodes``             spin     400      network      simulations of a ``go`` with no limit at all
+``CPuct``             string   1.25     network      PUCT exploration constant (a float; UCI has no float type)
+``PolicyTemperature`` string   2.0      network      the policy's logits are divided by this before the softmax
+                                                     (lc0's PolicyTemperature; self-play's is 1.0,
+                                                     ``search.policy_temperature``)
+``Threads``           spin     1        network      torch intra-op threads
+``Hash``              spin     16       ab           transposition table, MB (default: the spec's ``hash``)
+``MultiPV``           spin     1        network, ab  lines reported (``info ... multipv K``), best first
+``Move Overhead``     spin     50       network, ab  milliseconds kept back from every timed search
+``Ponder``            check    false    all          accepted (pondering works whenever the GUI sends ``go ponder``)
+===================== ======== ======== ============ =================================================
 
 Names GUIs send unasked (``Hash``, ``Threads``, ``UCI_AnalyseMode``, ``UCI_ShowWDL`` where the engine
 has no such option) are accepted and ignored; option names match without spaces and case
@@ -136,6 +139,9 @@ ENGINE_NAME = f"AlphaZero-chess {__version__}"
 
 DEFAULT_NODES = 400
 DEFAULT_C_PUCT = SearchConfig().c_puct
+# Play flattens the policy where self-play (search.policy_temperature, 1.0) does not: the amx hour's network at
+# 200 simulations, temperature 2 against 1: +196 Elo [+132, +274] in 100 book games (docs/RESULTS.md).
+DEFAULT_POLICY_TEMPERATURE = 2.0
 DEFAULT_THREADS = 1
 MAX_THREADS = max(1, os.cpu_count() or 1)
 DEFAULT_MOVE_OVERHEAD_MS = 50
@@ -154,6 +160,8 @@ MIN_MOVETIME_MS = 1.0  # an exhausted clock still gets a (depth 1) alpha-beta an
 NODES = Option("Nodes", "spin", DEFAULT_NODES, sets="nodes", low=1, high=MAX_NODES,
                help="simulations of a go with no limit at all")
 C_PUCT = Option("CPuct", "float", DEFAULT_C_PUCT, sets="c_puct", low=0, high=1e6, help="PUCT exploration constant")
+POLICY_TEMPERATURE = Option("PolicyTemperature", "float", DEFAULT_POLICY_TEMPERATURE, sets="policy_temperature", low=0,
+                            high=100, help="policy logits divided by this before the softmax")
 THREADS = Option("Threads", "spin", DEFAULT_THREADS, sets="threads", low=1, high=MAX_THREADS,
                  help="torch intra-op threads")
 HASH = Option("Hash", "spin", DEFAULT_HASH_MB, sets="hash_mb", low=1, high=65536, help="transposition table, MB")
@@ -162,7 +170,7 @@ MOVE_OVERHEAD = Option("Move Overhead", "spin", DEFAULT_MOVE_OVERHEAD_MS, sets="
 PONDER = Option("Ponder", "check", False, sets="ponder", help="accepted; pondering follows go ponder")
 MULTIPV = Option("MultiPV", "spin", 1, sets="multipv", low=1, high=MAX_MULTIPV, help="lines reported, best first")
 
-NETWORK_OPTIONS = OptionTable([NODES, C_PUCT, THREADS, MULTIPV, MOVE_OVERHEAD, PONDER],
+NETWORK_OPTIONS = OptionTable([NODES, C_PUCT, POLICY_TEMPERATURE, THREADS, MULTIPV, MOVE_OVERHEAD, PONDER],
                               ignored=["Hash", "UCI_AnalyseMode", "UCI_ShowWDL"])
 AB_OPTIONS = OptionTable([HASH, MULTIPV, MOVE_OVERHEAD, PONDER], ignored=["Threads", "UCI_AnalyseMode", "UCI_ShowWDL"])
 PLAYER_OPTIONS = OptionTable([PONDER], ignored=["Hash", "Threads", "MoveOverhead", "UCI_AnalyseMode", "UCI_ShowWDL"])
@@ -365,6 +373,7 @@ class NetworkSearcher(Searcher):
 
         # PUCT: an anytime search, grown in chunks until a limit (Gumbel's sequential halving needs its budget
         # before it starts).
+        self.evaluator.policy_temperature = job.settings["policy_temperature"]  # read by every network call
         mcts = MCTS(self._tracker, SearchConfig(algorithm="puct", num_simulations=1, c_puct=job.settings["c_puct"]))
         root_stack = len(board.move_stack)
         self._tracker.max_stack = root_stack
