@@ -25,12 +25,13 @@ def test_the_summary_and_the_table_say_what_each_run_did(tmp_path):
     events = [{"event": "selfplay_stats", "games": 100, "max_length": 0.4, "resigned": 0.0, "would_resign": 0,
                "false_resign_rate": None},
               {"event": "promoted", "games": 999},
-              {"event": "selfplay_stats", "games": 300, "max_length": 0.2, "resigned": 0.1, "would_resign": 4,
-               "false_resign_rate": 0.25}]
+              {"event": "selfplay_stats", "games": 300, "max_length": 0.2, "resigned": 0.1, "would_resign": 6,
+               "resign_unfinished": 2, "false_resign_rate": 0.25}]
     (tmp_path / "events.jsonl").write_text("\n".join(json.dumps(e) for e in events) + '\n{"torn')
     summary = run_summary(tmp_path)
     assert summary["positions_per_s"] == pytest.approx(66.7) and summary["seconds"] == 1200
-    # Shares weighted by each generation's games: (40 + 60) / 400 capped, 30 / 400 resigned, 1 of 4 false.
+    # Shares weighted by each generation's games: (40 + 60) / 400 capped, 30 / 400 resigned, 1 of the 4 judged
+    # (6 would have resigned, 2 of them stopped at the length limit) false.
     assert (summary["capped"], summary["resigned"], summary["false_resign_rate"]) == (0.25, 0.075, 0.25)
     rows = [{"name": "puct32", "overrides": [], **summary, "anchor": True},
             {"name": "gumbel8", "overrides": ["search.algorithm=gumbel"], **summary,

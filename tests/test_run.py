@@ -45,10 +45,14 @@ def test_game_statistics_count_value_targets_and_false_resignations() -> None:
     stats.add([_game("1-0", "resignation", {}), _game("1/2-1/2", "max length", {"resign_playout": True}),
                _game("0-1", "checkmate", {"resign_playout": True, "would_resign": True, "false_resign": False}),
                _game("1/2-1/2", "threefold repetition", {"resign_playout": True, "would_resign": True,
-                                                          "false_resign": True})])
+                                                          "false_resign": True}),
+               # Stopped at the length limit: no verdict, so not in the false resignation rate's denominator.
+               _game("1/2-1/2", "max length", {"resign_playout": True, "would_resign": True, "unfinished": True,
+                                                "false_resign": False})])
     summary = stats.summary()
-    assert summary["games"] == 4 and summary["decisive"] == 0.5 and summary["max_length"] == 0.25
-    assert summary["resigned"] == 0.25 and summary["resign_playouts"] == 3 and summary["would_resign"] == 2
+    assert summary["games"] == 5 and summary["decisive"] == 0.4 and summary["max_length"] == 0.4
+    assert summary["resigned"] == 0.2 and summary["resign_playouts"] == 4 and summary["would_resign"] == 3
+    assert summary["resign_unfinished"] == 1
     assert summary["false_resign_rate"] == 0.5 and summary["mean_plies"] == 10
 
 

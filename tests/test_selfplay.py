@@ -370,8 +370,17 @@ def test_games_played_out_under_resignation_measure_false_resignations() -> None
     measured = [game for game in games if game.extra.get("would_resign")]
     assert measured  # Black's values sank below the threshold (unless it took a hanging queen first)
     for game in measured:
-        # Black would have resigned: wrong exactly when Black did not lose the game played out.
-        assert game.extra["false_resign"] == (game.result != "1-0")
+        # Black would have resigned: wrong exactly when Black did not lose a game played out to its end; a
+        # game stopped at the length limit has no verdict (unfinished), and is never a false resignation.
+        capped = game.termination == MAX_LENGTH
+        assert game.extra["unfinished"] == capped
+        assert game.extra["false_resign"] == (not capped and game.result != "1-0")
+    # Stopped 8 plies in, just after Black's third hopeless search: judged unfinished, never false.
+    short = _player(search=SearchConfig(num_simulations=16), fen=QUEEN_UP, evaluator=_MaterialValue(),
+                    resign_threshold=-0.8, resign_moves=3, resign_playout_fraction=1.0, max_plies=8).play(2)
+    cut = [game for game in short if game.extra.get("would_resign")]
+    assert cut and all(game.termination == MAX_LENGTH for game in cut)
+    assert all(game.extra["unfinished"] and not game.extra["false_resign"] for game in cut)
     off = _player(fen=QUEEN_UP, max_plies=4).play(1)[0]
     assert off.extra == {}  # resignation off: nothing to measure
 

@@ -46,7 +46,8 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
 def game_endings(run_dir: Path) -> dict[str, float | None]:
     """How the run's self-play games ended, from its ``selfplay_stats`` events (one per generation): the
     shares stopped at the length limit (no value target) and resigned, and the false resignation rate of
-    the games played out to check it (None where nothing was counted)."""
+    the games played out to check it, over those that ended before the length limit (None where nothing was
+    counted)."""
     games = capped = resigned = would = false = 0.0
     events = run_dir / "events.jsonl"
     for line in events.read_text().splitlines() if events.exists() else []:
@@ -59,8 +60,9 @@ def game_endings(run_dir: Path) -> dict[str, float | None]:
         games += event["games"]
         capped += event["games"] * (event.get("max_length") or 0.0)
         resigned += event["games"] * (event.get("resigned") or 0.0)
-        would += event.get("would_resign") or 0
-        false += (event.get("would_resign") or 0) * (event.get("false_resign_rate") or 0.0)
+        judged = (event.get("would_resign") or 0) - (event.get("resign_unfinished") or 0)  # the rest hit the cap
+        would += judged
+        false += judged * (event.get("false_resign_rate") or 0.0)
     return {"capped": round(capped / games, 3) if games else None, "resigned": round(resigned / games, 3) if games else None,
             "false_resign_rate": round(false / would, 3) if would else None}
 

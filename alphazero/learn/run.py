@@ -138,7 +138,7 @@ class GameStats:
 
     def __init__(self) -> None:
         self.games = self.decisive = self.max_length = self.resigned = self.plies = 0
-        self.playouts = self.would_resign = self.false_resign = 0
+        self.playouts = self.would_resign = self.false_resign = self.resign_unfinished = 0
 
     def add(self, games: Sequence[GameRecord]) -> None:
         for game in games:
@@ -150,6 +150,7 @@ class GameStats:
             self.playouts += bool(game.extra.get("resign_playout"))
             self.would_resign += bool(game.extra.get("would_resign"))
             self.false_resign += bool(game.extra.get("false_resign"))
+            self.resign_unfinished += bool(game.extra.get("unfinished"))
 
     def summary(self) -> dict[str, float | int | None]:
         """Shares of the games (None before the first game: no made-up zeros), mean length, resignation counts."""
@@ -158,5 +159,6 @@ class GameStats:
             "games": self.games, "decisive": share(self.decisive), "max_length": share(self.max_length),
             "resigned": share(self.resigned), "mean_plies": round(self.plies / self.games, 1) if self.games else None,
             "resign_playouts": self.playouts, "would_resign": self.would_resign,
-            "false_resign_rate": round(self.false_resign / self.would_resign, 4) if self.would_resign else None,
+            "resign_unfinished": self.resign_unfinished,  # of those: stopped at the length limit, no verdict
+            "false_resign_rate": round(self.false_resign / judged, 4) if (judged := self.would_resign - self.resign_unfinished) else None,
         }

@@ -247,14 +247,18 @@ class SelfPlayer:
             network_version=game.network_version,
             pgn=pgn,
             plies=len(board.move_stack),
-            extra=self._resign_check(game, white_value),
+            extra=self._resign_check(game, white_value, reason),
         )
 
-    def _resign_check(self, game: _GameInProgress, white_value: float) -> dict:
-        """For a game played out under resignation: would a resignation have been wrong?"""
+    def _resign_check(self, game: _GameInProgress, white_value: float, reason: str) -> dict:
+        """For a game played out under resignation: would a resignation have been wrong? A game that reached
+        the length limit has no result to judge by (``unfinished``; most are wins not converted), so it is
+        never counted as a false resignation."""
         if self.config.resign_threshold <= -1.0 or game.may_resign:
             return {}
         if game.would_resign is None:
             return {"resign_playout": True}
+        if reason == MAX_LENGTH:
+            return {"resign_playout": True, "would_resign": True, "unfinished": True, "false_resign": False}
         loser_lost = white_value == (-1.0 if game.would_resign == chess.WHITE else 1.0)
-        return {"resign_playout": True, "would_resign": True, "false_resign": not loser_lost}
+        return {"resign_playout": True, "would_resign": True, "unfinished": False, "false_resign": not loser_lost}
