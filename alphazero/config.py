@@ -54,6 +54,12 @@ class NetworkConfig:
     # the game's result (and q, as a win/loss split, by train.q_weight); the searches read W - L. False: one
     # tanh output trained by squared error, as AlphaZero.
     wdl_head: bool = False
+    # lc0's moves-left head: a third value-head output, the plies until the game ends (trained toward the
+    # games played that finished, weight train.moves_left_weight), and its utility u: the value the searches
+    # read falls by u * log(1 + plies left / 10) when winning (rises when losing), scaled as lc0 scales it by
+    # how decided the value is (alphazero.nets.network.moves_left_adjustment): the shorter win is preferred.
+    moves_left_head: bool = False
+    moves_left_utility: float = 0.0
 
 
 # What changed in the schema since files were saved with it (a network's config, a run directory's
@@ -62,7 +68,8 @@ class NetworkConfig:
 # one; in a config a user writes, the old name is an error that names the new one.
 KEYS_ADDED_LATER: dict[str, dict[str, Any]] = {"network": {"material_head": False, "material_utility": 0.0,
                                                            "soft_policy_head": False, "se_ratio": 0,
-                                                           "wdl_head": False}}
+                                                           "wdl_head": False, "moves_left_head": False,
+                                                           "moves_left_utility": 0.0}}
 KEYS_RENAMED: dict[str, dict[str, str]] = {"search": {"engine": "implementation"}}
 
 
@@ -215,6 +222,9 @@ class TrainConfig:
     # T = soft_policy_temperature (KataGo: T 4, weight 8, which offsets the soft target's small gradients)
     soft_policy_weight: float = 8.0
     soft_policy_temperature: float = 4.0
+    # With network.moves_left_head: loss += moves_left_weight * Huber(plies left / 20, head; delta 0.5), lc0's
+    # moves-left loss, over positions of games that finished (a game stopped at max_plies has no end to count to)
+    moves_left_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -422,6 +432,10 @@ def _validate(config: RunConfig) -> None:
         (0 <= config.network.material_utility <= 1, "network.material_utility must be in [0, 1]"),
         (config.network.material_utility == 0 or config.network.material_head,
          "network.material_utility needs network.material_head: true"),
+        (0 <= config.network.moves_left_utility <= 1, "network.moves_left_utility must be in [0, 1]"),
+        (config.network.moves_left_utility == 0 or config.network.moves_left_head,
+         "network.moves_left_utility needs network.moves_left_head: true"),
+        (config.train.moves_left_weight >= 0, "train.moves_left_weight must be >= 0"),
         (0 <= config.network.se_ratio <= config.network.channels,
          "network.se_ratio must be in [0, network.channels] (0: no squeeze-excitation)"),
         (config.train.steps_per_call >= 1, "train.steps_per_call must be >= 1"),

@@ -6,6 +6,7 @@ Every expectation is derived from the YAML text or the override given, never fro
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -316,3 +317,18 @@ def test_non_mapping_yaml_is_named(tmp_path):
 
 def test_empty_file_gives_defaults(tmp_path):
     assert load_config(_write(tmp_path, "# nothing but a comment\n")) == RunConfig()
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["network.moves_left_utility=0.1"], "network.moves_left_utility needs network.moves_left_head: true"),
+        (["network.moves_left_head=true", "network.moves_left_utility=1.5"], "network.moves_left_utility must be in [0, 1]"),
+        (["network.moves_left_head=true", "train.moves_left_weight=-1"], "train.moves_left_weight must be >= 0"),
+    ],
+)
+def test_bad_moves_left_settings_are_refused_naming_the_key(overrides, words):
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        load_config(None, overrides)
+    head = load_config(None, ["network.moves_left_head=true", "network.moves_left_utility=0.1"])
+    assert head.network.moves_left_head and head.network.moves_left_utility == 0.1

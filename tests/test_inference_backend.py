@@ -246,6 +246,26 @@ def test_onnx_value_of_a_wdl_head_net_is_its_expected_result() -> None:
     np.testing.assert_allclose(logits, heads.policy.numpy(), atol=1e-4, rtol=0)
 
 
+def test_onnx_value_of_a_moves_left_net_carries_the_moves_left_utility() -> None:
+    # The utility is computed inside the exported graph too: every backend reads the same adjusted value.
+    import dataclasses
+
+    torch.manual_seed(4)
+    net = PolicyValueNet(dataclasses.replace(make_net(4).config, moves_left_head=True, moves_left_utility=0.3))
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.normal_(0, 0.5)
+    net.eval()
+    planes = encoding.encode_boards(random_positions(16, seed=9))
+    logits, values = NetworkEvaluator(net, backend="onnx").forward(planes)
+    with torch.no_grad():
+        want_logits, want = net(torch.from_numpy(planes))
+        plain = net.forward_heads(torch.from_numpy(planes))[1]
+    assert float((want - plain).abs().max()) > 0.01  # the utility moved some values
+    np.testing.assert_allclose(values, want.numpy(), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(logits, want_logits.numpy(), atol=1e-4, rtol=0)
+
+
 # -- the device-aware torch path (search.precision, channels_last, pin_memory), each run on the CPU ------------
 
 

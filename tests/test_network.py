@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
 import pickle
 
@@ -13,10 +14,12 @@ import torch
 
 from alphazero.board import encoding
 from alphazero.nets.network import (
+    MOVES_LEFT_SCALE,
     NetworkConfig,
     PolicyValueNet,
     fuse_for_inference,
     load_network,
+    moves_left_adjustment,
     net_from_payload,
     net_to_payload,
     save_network,
@@ -307,6 +310,51 @@ def test_material_utility_mixes_the_material_output_into_the_searched_value():
         assert torch.equal(mixed_logits, logits)
         fused_logits, fused_value = fuse_for_inference(mixed)(planes)  # what the searches run
     assert torch.allclose(fused_value, value, atol=1e-5) and torch.allclose(fused_logits, logits, atol=1e-4)
+
+
+def test_moves_left_adjustment_prefers_the_short_win_and_the_long_loss():
+    # lc0's scaling: 0 at |v| <= 0.5, 1 at |v| = 1 (1.6521 q - 0.6521 q^2 at q = 0.5: 0.663025).
+    value = torch.tensor([1.0, -1.0, 0.5, 0.75, 1.0, 1.0])
+    plies = torch.tensor([20.0, 20.0, 20.0, 20.0, 0.0, 100.0])
+    got = moves_left_adjustment(value, plies / MOVES_LEFT_SCALE, 0.1)
+    expected = [0.1 * math.log(3), -0.1 * math.log(3), 0.0, 0.1 * 0.663025 * math.log(3), 0.0, 0.1 * math.log(11)]
+    assert got.tolist() == pytest.approx(expected, abs=1e-6)
+    # Winning, the value searched falls as the plies left grow; losing, it rises.
+    more = moves_left_adjustment(value[:2], torch.tensor([2.0, 2.0]), 0.1)
+    assert (value[0] - more[0]) < (value[0] - got[0]) and (value[1] - more[1]) > (value[1] - got[1])
+
+
+def test_moves_left_utility_takes_its_adjustment_off_the_searched_value():
+    torch.manual_seed(0)
+    config = dataclasses.replace(TINY, material_head=True, material_utility=0.5, moves_left_head=True)
+    plain = PolicyValueNet(dataclasses.replace(config, moves_left_utility=0.0)).eval()
+    adjusted = PolicyValueNet(dataclasses.replace(config, moves_left_utility=0.2)).eval()
+    with torch.no_grad():  # large weights: values near +-1, so the utility is not 0 (|v| <= 0.5 leaves it out)
+        for parameter in plain.parameters():
+            parameter.normal_(0, 1.0)
+    adjusted.load_state_dict(plain.state_dict())
+    planes = _planes(16, seed=2)
+    with torch.no_grad():
+        heads = plain.forward_training(planes)
+        assert heads.moves_left is not None and (heads.moves_left >= 0).all()
+        mixed = 0.5 * heads.value + 0.5 * heads.material
+        assert torch.allclose(plain(planes)[1], mixed, atol=1e-6)  # utility 0: the value as before
+        value = adjusted(planes)[1]
+        want = mixed - moves_left_adjustment(heads.value, heads.moves_left, 0.2)
+        assert torch.allclose(value, want, atol=1e-6) and float((value - mixed).abs().max()) > 0.01
+        fused = fuse_for_inference(adjusted)(planes)[1]  # what the searches run
+    assert torch.allclose(fused, value, atol=1e-5)
+
+
+def test_moves_left_head_round_trips_and_old_files_load_without_it(tmp_path):
+    net = PolicyValueNet(dataclasses.replace(TINY, moves_left_head=True, moves_left_utility=0.1))
+    save_network(net, tmp_path / "m.pt")
+    loaded = load_network(tmp_path / "m.pt")
+    assert loaded.config == net.config and loaded.moves_left_out is not None
+    payload = net_to_payload(PolicyValueNet(TINY))
+    for key in ("moves_left_head", "moves_left_utility"):  # a file written before the head existed
+        del payload["config"][key]
+    assert net_from_payload(payload).moves_left_out is None
 
 
 def test_material_head_round_trips_and_old_files_load_without_it(tmp_path):

@@ -33,7 +33,7 @@ from alphazero.learn.replay import (
     write_shard,
 )
 from alphazero.nets.evaluator import UniformEvaluator
-from alphazero.search.selfplay import SelfPlayer
+from alphazero.search.selfplay import SelfPlayer, moves_left_targets
 
 torch.set_num_threads(1)
 
@@ -149,6 +149,7 @@ def test_shard_reads_back_exactly(tmp_path, played):
     assert shard.results == [g.result for g in games]
     assert shard.terminations == [g.termination for g in games]
     assert shard.plies == [g.plies for g in games]
+    np.testing.assert_array_equal(shard.moves_left, np.concatenate([g.moves_left for g in games]))
     # Per-position policy slices line up with each game's own offsets.
     position = 0
     for game in games:
@@ -158,6 +159,56 @@ def test_shard_reads_back_exactly(tmp_path, played):
             np.testing.assert_array_equal(shard.policy_actions[lo:hi], game.policy_actions[glo:ghi])
             np.testing.assert_array_equal(shard.policy_counts[lo:hi], game.policy_counts[glo:ghi])
             position += 1
+
+
+# -- the moves-left head's target ----------------------------------------------------------------------
+
+
+def test_moves_left_targets_count_plies_to_the_end_of_finished_games_only():
+    assert moves_left_targets([0, 1, 2, 5], 9, finished=True).tolist() == [9, 8, 7, 4]
+    assert moves_left_targets([0, 1, 2, 5], 9, finished=False).tolist() == [-1, -1, -1, -1]
+    assert moves_left_targets([], 3, finished=True).dtype == np.int16
+
+
+def test_self_play_records_the_plies_each_position_had_left():
+    # From a position with a mate in one (played at once) and from the start (stopped at 12 plies): every
+    # recorded position of a finished game knows the plies to its end, read here from its ply plane.
+    mates = SelfPlayer(UniformEvaluator(), SearchConfig(num_simulations=8),
+                       SelfPlayConfig(games_per_worker=2, max_plies=12, temperature_plies=0, random_opening_plies=0),
+                       seed=1, start_fen_fn=lambda rng: "k7/8/1K6/8/3Q4/8/8/8 w - - 0 1")
+    capped, _ = _play(max_plies=12, games=2)
+    finished = mates.play(2)
+    assert {g.termination for g in finished} == {"checkmate"}
+    for game in finished + capped:
+        ply = game.planes[:, replay._PLY_BYTE].astype(np.int64)
+        if game.termination == MAX_LENGTH:
+            assert (game.moves_left == -1).all()
+        else:
+            np.testing.assert_array_equal(game.moves_left, game.plies - ply)
+            assert game.moves_left[-1] >= 1
+    assert any(g.termination == MAX_LENGTH for g in capped)
+
+
+def test_a_shard_written_before_the_moves_left_target_reads_it_as_unknown(good_shard):
+    with np.load(good_shard) as data:
+        arrays = {key: data[key] for key in data.files if key != "moves_left"}
+    np.savez_compressed(good_shard, **arrays)
+    shard = read_shard(good_shard)
+    assert shard.moves_left.shape == shard.z.shape and (shard.moves_left == -1).all()
+    window = ReplayWindow(1000)
+    window.add(shard)
+    assert (window.sample(8, np.random.default_rng(0)).moves_left == -1).all()
+
+
+def test_window_samples_each_position_with_its_moves_left(tmp_path):
+    record, table = _synthetic_record(0, 12, 1, np.random.default_rng(5))
+    record.moves_left = np.arange(12, 0, -1).astype(np.int16)
+    write_shard(tmp_path / "shard-00000000.npz", [record])
+    window = ReplayWindow(1000)
+    window.add(read_shard(tmp_path / "shard-00000000.npz"))
+    batch = window.sample(64, np.random.default_rng(1))
+    ids = _sampled_ids(batch.planes, table)
+    np.testing.assert_array_equal(batch.moves_left, 12 - ids)
 
 
 def test_stored_pi_is_what_the_search_produced(tmp_path, played):
@@ -325,7 +376,7 @@ def test_window_samples_only_the_newest_capacity_positions(tmp_path):
     window, table = _window_of(tmp_path, [10, 20, 15], capacity=25)  # ids 0..44, newest 25: 20..44
     assert window.num_positions == 25
     assert all(shard.game_positions.sum() != 10 for shard in window.shards)  # the oldest shard was dropped
-    planes, pi, z, q, known, _ = window.sample(5000, np.random.default_rng(0))
+    planes, pi, z, q, known, *_ = window.sample(5000, np.random.default_rng(0))
     ids = _sampled_ids(planes, table)
     assert ids.min() >= 20 and ids.max() <= 44
     counts = np.bincount(ids - 20, minlength=25)
@@ -345,7 +396,7 @@ def test_window_boundary(tmp_path, capacity, oldest):
 
 def test_window_rows_are_the_stored_positions(tmp_path):
     window, table = _window_of(tmp_path, [12, 7, 9], capacity=100)
-    planes, pi, z, q, known, _ = window.sample(400, np.random.default_rng(2))
+    planes, pi, z, q, known, *_ = window.sample(400, np.random.default_rng(2))
     assert planes.dtype == np.uint8 and planes.shape == (400, 24, 8, 8)
     assert pi.dtype == np.float32 and pi.shape == (400, 4672)
     assert z.shape == (400,) and q.shape == (400,) and known.shape == (400,)
@@ -379,7 +430,7 @@ def test_window_marks_positions_of_unfinished_games(tmp_path):
     write_shard(path, [finished, unfinished])
     window = ReplayWindow(100)
     window.add(read_shard(path))
-    planes, _, _, _, known, _ = window.sample(200, np.random.default_rng(5))
+    planes, _, _, _, known, *_ = window.sample(200, np.random.default_rng(5))
     for row in range(200):
         key = planes[row].tobytes()
         assert known[row] == (key in finished_table)
@@ -397,7 +448,7 @@ def test_window_of_real_games(tmp_path, played):
             key = encoding.unpack_planes(game.planes[t]).tobytes()
             actions = game.policy_actions[game.policy_offsets[t]:game.policy_offsets[t + 1]]
             stored.setdefault(key, set()).update(actions.astype(int).tolist())
-    planes, pi, z, _, _, _ = window.sample(64, np.random.default_rng(6))
+    planes, pi, z, *_ = window.sample(64, np.random.default_rng(6))
     assert planes.shape == (64, 24, 8, 8) and pi.shape == (64, 4672)
     np.testing.assert_allclose(pi.sum(axis=1), 1.0, atol=1e-5)
     assert set(np.unique(z)) <= {-1.0, 0.0, 1.0}
@@ -447,7 +498,7 @@ def test_material_targets_read_the_balance_horizon_plies_ahead_within_each_game(
 
 def test_window_sample_carries_each_positions_material_target(tmp_path):
     window, table = _window_of(tmp_path, [30, 25], capacity=1000)
-    planes, _, _, _, _, material = window.sample(200, np.random.default_rng(7))
+    planes, _, _, _, _, material, _ = window.sample(200, np.random.default_rng(7))
     stored = np.concatenate([s.material for s in window.shards])
     flat = np.concatenate([s.planes for s in window.shards])
     index = {row.tobytes(): i for i, row in enumerate(flat)}

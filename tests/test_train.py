@@ -14,7 +14,15 @@ from alphazero.board import encoding
 from alphazero.board.game import MAX_LENGTH
 from alphazero.config import TrainConfig
 from alphazero.learn.replay import write_shard
-from alphazero.learn.train import Learner, anneal_factor, compute_loss, draw_targets, value_targets, wdl_target
+from alphazero.learn.train import (
+    Learner,
+    anneal_factor,
+    compute_loss,
+    draw_targets,
+    moves_left_loss,
+    value_targets,
+    wdl_target,
+)
 from alphazero.nets.network import (
     NetworkConfig,
     PolicyValueNet,
@@ -112,7 +120,7 @@ def test_compute_loss_is_squared_error_plus_cross_entropy():
     torch.manual_seed(0)
     net = PolicyValueNet(TINY).eval()
     planes, pi, z = _batch()
-    total, value_loss, policy_loss, material_loss, _ = compute_loss(net, planes, pi, z)
+    total, value_loss, policy_loss, material_loss, _, _ = compute_loss(net, planes, pi, z)
     expected_value, expected_policy = _by_hand(net, planes, pi, z)
     assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
     assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)
@@ -126,11 +134,11 @@ def test_value_weight_drops_positions_from_the_value_term():
     net = PolicyValueNet(TINY).eval()
     planes, pi, z = _batch(6)
     weight = np.array([1, 0, 1, 1, 0, 0], dtype=np.float64)
-    _, value_loss, policy_loss, _, _ = compute_loss(net, planes, pi, z, torch.tensor(weight, dtype=torch.float32))
+    _, value_loss, policy_loss, _, _, _ = compute_loss(net, planes, pi, z, torch.tensor(weight, dtype=torch.float32))
     expected_value, expected_policy = _by_hand(net, planes, pi, z, weight)
     assert value_loss.item() == pytest.approx(expected_value, rel=1e-5, abs=1e-6)
     assert policy_loss.item() == pytest.approx(expected_policy, rel=1e-5)  # the policy keeps every position
-    _, none_kept, _, _, _ = compute_loss(net, planes, pi, z, torch.zeros(6))
+    _, none_kept, _, _, _, _ = compute_loss(net, planes, pi, z, torch.zeros(6))
     assert none_kept.item() == 0.0
 
 
@@ -178,7 +186,7 @@ def test_the_wdl_head_is_trained_by_cross_entropy_and_searched_as_its_expected_r
     assert torch.allclose(heads.value, probabilities[:, 0] - probabilities[:, 2], atol=1e-6)
     _, value = net(planes)
     assert torch.allclose(value, heads.value) and value.abs().max() <= 1.0
-    total, value_loss, policy_loss, _, _ = compute_loss(net, planes, pi, z, draw=draw)
+    total, value_loss, policy_loss, _, _, _ = compute_loss(net, planes, pi, z, draw=draw)
     expected = -(wdl_target(z, draw) * torch.log_softmax(heads.wdl, dim=1)).sum(dim=1).mean()
     assert value_loss.item() == pytest.approx(expected.item(), rel=1e-5)
     assert total.item() == pytest.approx(value_loss.item() + policy_loss.item(), rel=1e-5)
@@ -195,7 +203,7 @@ def test_the_soft_policy_head_adds_its_weighted_cross_entropy_and_nothing_else()
     torch.manual_seed(0)
     net = PolicyValueNet(dataclasses.replace(TINY, soft_policy_head=True)).eval()
     planes, pi, z = _batch()
-    total, value_loss, policy_loss, _, soft = compute_loss(net, planes, pi, z, soft_policy_weight=8.0,
+    total, value_loss, policy_loss, _, soft, _ = compute_loss(net, planes, pi, z, soft_policy_weight=8.0,
                                                            soft_policy_temperature=4.0)
     soft_logits = net.forward_training(planes).soft_policy
     assert soft_logits is not None
@@ -565,7 +573,7 @@ def test_material_loss_is_the_squared_error_of_the_material_output():
     net = PolicyValueNet(MATERIAL).eval()
     planes, pi, z = _batch()
     target = torch.tensor([0.5, -0.2, 0.0, 0.9, -0.7])
-    total, value_loss, policy_loss, material_loss, _ = compute_loss(net, planes, pi, z, material=target,
+    total, value_loss, policy_loss, material_loss, _, _ = compute_loss(net, planes, pi, z, material=target,
                                                                  material_weight=0.3)
     with torch.no_grad():
         _, _, material = net.forward_heads(planes)
@@ -586,3 +594,48 @@ def test_learner_trains_the_material_head_toward_the_balance_ahead(tmp_path):
     stats = [learner.train(1) for _ in range(60)]
     assert np.mean([s.material_loss for s in stats[-10:]]) < 0.5 * stats[0].material_loss
     assert stats[0].material_loss > 0.0
+
+
+# -- moves-left head --------------------------------------------------------------------------------------
+
+
+MOVES_LEFT = dataclasses.replace(TINY, moves_left_head=True)
+
+
+def test_moves_left_loss_is_lc0s_huber_over_the_known_positions():
+    predicted = torch.tensor([0.5, 2.0, 1.0, 3.0])
+    plies = torch.tensor([20.0, 0.0, -1.0, 160.0])  # -1: a game stopped at the length limit
+    # targets 1.0, 0.0, (left out), 8.0 in units of 20 plies; Huber delta 0.5
+    errors = [0.5, 2.0, 5.0]
+    expected = np.mean([0.5 * e * e if e <= 0.5 else 0.5 * (e - 0.25) for e in errors])
+    assert moves_left_loss(predicted, plies).item() == pytest.approx(expected, rel=1e-6)
+    assert moves_left_loss(predicted, torch.full((4,), -1.0)).item() == 0.0
+
+
+def test_compute_loss_adds_the_weighted_moves_left_term():
+    torch.manual_seed(0)
+    net = PolicyValueNet(MOVES_LEFT).eval()
+    planes, pi, z = _batch()
+    plies = torch.tensor([30.0, -1.0, 4.0, 90.0, 12.0])
+    losses = compute_loss(net, planes, pi, z, moves_left=plies, moves_left_weight=0.5)
+    with torch.no_grad():
+        predicted = net.forward_training(planes).moves_left
+    assert predicted is not None
+    expected = moves_left_loss(predicted, plies).item()
+    assert losses.moves_left.item() == pytest.approx(expected, rel=1e-5) and expected > 0.01
+    assert losses.total.item() == pytest.approx(losses.value.item() + losses.policy.item() + 0.5 * expected, rel=1e-5)
+    assert compute_loss(net, planes, pi, z).moves_left.item() == 0.0  # no targets: no term
+
+
+def test_learner_trains_the_moves_left_head_toward_the_plies_left(tmp_path):
+    record = _record(60, seed=4)
+    record.moves_left = np.arange(60, 0, -1).astype(np.int16)
+    capped = _record(20, seed=5, termination=MAX_LENGTH)
+    capped.moves_left = np.full(20, -1, np.int16)
+    path = tmp_path / "shard-00000000.npz"
+    write_shard(path, [record, capped])
+    learner = Learner(MOVES_LEFT, _config(), seed=0)
+    learner.add_shards([str(path)])
+    stats = [learner.train(1) for _ in range(80)]
+    assert stats[0].moves_left_loss > 0.0
+    assert np.mean([s.moves_left_loss for s in stats[-10:]]) < 0.5 * stats[0].moves_left_loss

@@ -175,7 +175,8 @@ class LearnerWorker:
         record = {
             "step": stats.step, "loss": stats.loss, "value_loss": stats.value_loss,
             "policy_loss": stats.policy_loss, "material_loss": stats.material_loss,
-            "soft_policy_loss": stats.soft_policy_loss, "learning_rate": stats.learning_rate,
+            "soft_policy_loss": stats.soft_policy_loss, "moves_left_loss": stats.moves_left_loss,
+            "learning_rate": stats.learning_rate,
             "samples_per_s": stats.samples_per_s, "samples_trained": self.learner.samples_trained,
             "window": self.learner.window.num_positions,
         }

@@ -406,7 +406,8 @@ class Driver:
             played = len(self.run.read_arena_games(state.pending_arena.generation))
             arena_text += f"; gen {state.pending_arena.generation} playing {played}/{state.pending_arena.num_games}"
         loss_text = (f"loss {losses['loss']:.3f} (v {losses['value_loss']:.3f} p {losses['policy_loss']:.3f}"
-                     + (f" m {losses['material_loss']:.3f}" if losses.get("material_loss") else "") + ")"
+                     + (f" m {losses['material_loss']:.3f}" if losses.get("material_loss") else "")
+                     + (f" left {losses['moves_left_loss']:.3f}" if losses.get("moves_left_loss") else "") + ")"
                      if losses else "loss -")
         return (f"gen {state.generation} best gen-{state.best_generation:04d} v{state.network_version} | "
                 f"self-play {self.pool.status()} | games {state.games} ({self.rates.games_per_s():.2f}/s) | "

@@ -69,7 +69,7 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
     held = ReplayWindow(10**9, config.train.material_horizon)
     for index, shard in enumerate(shards):
         (held if index in held_out else learner.window).add(shard)
-    planes, pi, z, q, known, _ = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
+    planes, pi, z, q, known, *_ = held.sample(min(4096, max(256, held.num_positions)), np.random.default_rng(seed + 1))
     draw = torch.from_numpy(draw_targets(z, known, config.train))
     z, weight = value_targets(z, q, known, config.train)
     counted = z[known] if weight is not None else z
@@ -79,8 +79,9 @@ def generalisation_report(config, shards: list, steps: int, rounds: int, seed: i
         stats = learner.train(steps)
         learner.net.eval()
         with torch.no_grad():
-            _, value_loss, policy_loss, _, _ = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi),
-                                                      torch.from_numpy(z), weight, draw=draw)
+            losses = compute_loss(learner.net, torch.from_numpy(planes), torch.from_numpy(pi), torch.from_numpy(z),
+                                  weight, draw=draw)
+            value_loss, policy_loss = losses.value, losses.policy
         rows.append({"step": stats.step, "train_value_loss": round(stats.value_loss, 4),
                      "held_value_loss": round(value_loss.item(), 4), "held_z_variance": round(target_variance, 4),
                      "train_policy_loss": round(stats.policy_loss, 3), "held_policy_loss": round(policy_loss.item(), 3)})

@@ -208,7 +208,8 @@ class EpochSampler:
         z = data.values[index]
         packed = data.planes[index]
         material = material_targets(packed, np.ones(batch_size, dtype=np.int64), horizon=0)
-        return Batch(encoding.unpack_planes(packed), pi, z, z.copy(), data.known[index], material)
+        unknown_plies = np.full(batch_size, -1.0, dtype=np.float32)  # labelled positions: no game to count to
+        return Batch(encoding.unpack_planes(packed), pi, z, z.copy(), data.known[index], material, unknown_plies)
 
 
 def evaluate(net: PolicyValueNet, data: SupervisedData, device: torch.device | str = "cpu",

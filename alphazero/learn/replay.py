@@ -11,6 +11,9 @@ the README (well under 256 bytes per position with compression).
 uniformly from them, expanding to dense training tensors only for the sampled batch. It also derives
 each position's material target (``material_targets``: the material balance ``material_horizon``
 plies later in the same game, read from the stored planes), so that target needs nothing new on disk.
+The moves-left head's target (plies from each position to the game's end, -1 where the game did not
+finish) is stored per position as ``moves_left`` (int16); a shard written before it existed reads as
+all unknown.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ def write_shard(path: str | os.PathLike, games: Sequence[GameRecord]) -> None:
         "policy_counts": np.concatenate([g.policy_counts for g in games]).astype(np.uint16),
         "z": np.concatenate([g.z for g in games]).astype(np.int8),
         "root_values": np.concatenate([g.root_values for g in games]).astype(np.float16),
+        "moves_left": np.concatenate([np.full(g.num_positions, -1, np.int16) if g.moves_left is None
+                                      else g.moves_left for g in games]).astype(np.int16),
         "meta": np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
     }
     # numpy's stub checks **arrays against savez_compressed's allow_pickle keyword
@@ -89,6 +94,7 @@ class Shard:
     terminations: list[str]
     pgns: list[str]
     plies: list[int]
+    moves_left: np.ndarray  # int16 [P]: plies to the game's end, -1 where unknown
     known: np.ndarray | None = None  # cached result_known, set by ReplayWindow.add
     material: np.ndarray | None = None  # cached material_targets, set by ReplayWindow.add
 
@@ -141,12 +147,15 @@ def read_shard(path: str | os.PathLike) -> Shard:
             terminations=list(meta["terminations"]),
             pgns=list(meta["pgns"]),
             plies=list(meta["plies"]),
+            moves_left=(arrays["moves_left"] if "moves_left" in arrays
+                        else np.full(len(arrays["z"]), -1, dtype=np.int16)),
         )
     except (KeyError, json.JSONDecodeError, UnicodeDecodeError, IndexError) as error:
         raise InputError(f"replay shard {path} is missing data: {error}") from None
     total = int(shard.game_positions.sum())
     if not (shard.planes.shape == (total, encoding.PACKED_SIZE) and len(shard.z) == total
-            and len(lengths) == total and offsets[-1] == len(shard.policy_actions) == len(shard.policy_counts)):
+            and len(lengths) == total
+            and len(shard.moves_left) == total and offsets[-1] == len(shard.policy_actions) == len(shard.policy_counts)):
         raise InputError(f"replay shard {path} is inconsistent (array sizes disagree)")
     return shard
 
@@ -208,6 +217,7 @@ class Batch(NamedTuple):
     q: np.ndarray  # float32 [B]: root search value for the side to move
     known: np.ndarray  # bool [B]: False where the game was stopped at the length limit
     material: np.ndarray  # float32 [B]: material_targets
+    moves_left: np.ndarray  # float32 [B]: plies to the game's end, -1 where unknown
 
 
 class ReplayWindow:
@@ -250,6 +260,7 @@ class ReplayWindow:
         q = np.empty(batch_size, dtype=np.float32)
         known = np.empty(batch_size, dtype=bool)
         material = np.empty(batch_size, dtype=np.float32)
+        moves_left = np.empty(batch_size, dtype=np.float32)
         for row, (s, position) in enumerate(zip(shard_index, flat - self._starts[shard_index])):
             shard = self.shards[s]
             packed[row] = shard.planes[position]
@@ -257,10 +268,11 @@ class ReplayWindow:
             q[row] = shard.root_values[position]
             known[row] = shard.known[position]
             material[row] = shard.material[position]
+            moves_left[row] = shard.moves_left[position]
             lo, hi = shard.policy_offsets[position], shard.policy_offsets[position + 1]
             counts = shard.policy_counts[lo:hi].astype(np.float32)
             pi[row, shard.policy_actions[lo:hi]] = counts / counts.sum()
-        return Batch(encoding.unpack_planes(packed), pi, z, q, known, material)
+        return Batch(encoding.unpack_planes(packed), pi, z, q, known, material, moves_left)
 
 
 INFLIGHT_FORMAT_VERSION = 1

@@ -12,7 +12,9 @@ draw): with ``train.value_from_unfinished = false`` their positions train the po
 never played out (counting them as draws buries the few decisive games of early self-play under zeros).
 A network with ``material_head`` adds ``material_weight * (m - material)^2``, material being the
 balance ``material_horizon`` plies later in the game (``alphazero.learn.replay.material_targets``),
-known for every game, finished or not.
+known for every game, finished or not. A network with ``moves_left_head`` adds lc0's moves-left loss,
+``moves_left_weight * Huber(plies_left / MOVES_LEFT_SCALE, head output; delta 10 plies)`` over the positions
+of finished games (``moves_left_loss``).
 
 With ``train.precision = bf16`` the forward pass runs under ``torch.autocast`` to bfloat16 while the
 weights, their gradients and the optimizer stay fp32 and every loss is taken in fp32 (``compute_loss``
@@ -39,6 +41,7 @@ from alphazero.config import TrainConfig
 from alphazero.errors import InputError
 from alphazero.learn.replay import ReplayWindow, read_shard
 from alphazero.nets.network import (
+    MOVES_LEFT_SCALE,
     NetworkConfig,
     PolicyValueNet,
     net_from_payload,
@@ -59,6 +62,7 @@ class StepStats:
     learning_rate: float
     samples_per_s: float
     soft_policy_loss: float = 0.0  # 0 without network.soft_policy_head
+    moves_left_loss: float = 0.0  # 0 without network.moves_left_head
 
 
 class Losses(NamedTuple):
@@ -67,6 +71,7 @@ class Losses(NamedTuple):
     policy: torch.Tensor
     material: torch.Tensor  # 0 without the material head or targets
     soft_policy: torch.Tensor  # 0 without the soft policy head or a weight
+    moves_left: torch.Tensor  # 0 without the moves-left head or targets
 
 
 def soft_policy_target(pi: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -82,22 +87,39 @@ def wdl_target(z: torch.Tensor, draw: torch.Tensor | None = None) -> torch.Tenso
     return torch.stack(((1.0 - d + z) / 2, d, (1.0 - d - z) / 2), dim=1).clamp(min=0.0)
 
 
+MOVES_LEFT_HUBER_PLIES = 10.0  # lc0's Huber delta for the moves-left loss, in plies
+
+
+def moves_left_loss(predicted: torch.Tensor, plies_left: torch.Tensor) -> torch.Tensor:
+    """lc0's moves-left loss: Huber (delta ``MOVES_LEFT_HUBER_PLIES``) between the head's output and
+    ``plies_left / MOVES_LEFT_SCALE``, both in the head's unit, averaged over the positions whose target is
+    known (``plies_left >= 0``); 0 when none is."""
+    known = plies_left >= 0
+    if not bool(known.any()):
+        return torch.zeros((), device=predicted.device)
+    return F.huber_loss(predicted[known], plies_left[known] / MOVES_LEFT_SCALE,
+                        delta=MOVES_LEFT_HUBER_PLIES / MOVES_LEFT_SCALE)
+
+
 def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
                  value_weight: torch.Tensor | None = None, material: torch.Tensor | None = None,
                  material_weight: float = 1.0, soft_policy_weight: float = 0.0,
-                 soft_policy_temperature: float = 4.0, draw: torch.Tensor | None = None) -> Losses:
-    """(total, value, policy, material, soft policy) losses: planes ``uint8 [B,24,8,8]``, pi ``[B,4672]``, z ``[B]``.
+                 soft_policy_temperature: float = 4.0, draw: torch.Tensor | None = None,
+                 moves_left: torch.Tensor | None = None, moves_left_weight: float = 1.0) -> Losses:
+    """(total, value, policy, material, soft policy, moves left) losses: planes ``uint8 [B,24,8,8]``, pi
+    ``[B,4672]``, z ``[B]``; ``moves_left`` ``[B]``: plies to the game's end, -1 where unknown.
 
     The value term is ``(z - v)^2``, or with the WDL head the cross-entropy of its logits with
     ``wdl_target(z, draw)`` (``draw`` ``[B]``: the target's share of draws, from ``draw_targets``).
     ``value_weight`` ``[B]`` (0 or 1) drops positions from the value term (mean over the rest). The
     material term counts only when both the network has the head and ``material`` targets are given
-    (otherwise it is 0); the soft policy term only when the network has its head and the weight is positive.
+    (otherwise it is 0), the moves-left term likewise; the soft policy term only when the network has its
+    head and the weight is positive.
     """
     soft_wanted = soft_policy_weight > 0 and net.soft_policy_out is not None
     heads = net.forward_training(planes, soft_policy=soft_wanted)
     # Every loss in fp32 (under autocast the heads may come out in bf16; for fp32 outputs .float() is a no-op).
-    logits, value, predicted, soft_logits, wdl_logits = (None if h is None else h.float() for h in heads)
+    logits, value, predicted, soft_logits, wdl_logits, plies_out = (None if h is None else h.float() for h in heads)
     assert logits is not None and value is not None
     if wdl_logits is not None:
         per_position = -(wdl_target(z, draw) * F.log_softmax(wdl_logits, dim=1)).sum(dim=1)
@@ -118,7 +140,11 @@ def compute_loss(net: PolicyValueNet, planes: torch.Tensor, pi: torch.Tensor, z:
         target = soft_policy_target(pi, soft_policy_temperature)
         soft_loss = -(target * F.log_softmax(soft_logits, dim=1)).sum(dim=1).mean()
         total = total + soft_policy_weight * soft_loss
-    return Losses(total, value_loss, policy_loss, material_loss, soft_loss)
+    left_loss = torch.zeros((), device=value.device)
+    if plies_out is not None and moves_left is not None:
+        left_loss = moves_left_loss(plies_out, moves_left)
+        total = total + moves_left_weight * left_loss
+    return Losses(total, value_loss, policy_loss, material_loss, soft_loss, left_loss)
 
 
 def value_targets(z: np.ndarray, q: np.ndarray, known: np.ndarray,
@@ -227,7 +253,7 @@ class Learner:
             raise ValueError("cannot train: the replay window is empty")
         self.anneal = anneal_factor(self.config, progress)
         self.net.train()
-        totals = np.zeros(5)
+        totals = np.zeros(6)
         start = time.perf_counter()
         for _ in range(num_steps):
             rate = self.learning_rate()
@@ -241,25 +267,28 @@ class Learner:
             pi_t = torch.from_numpy(batch.pi).to(self.device)
             z_t = torch.from_numpy(target).to(self.device)
             material_t = torch.from_numpy(batch.material).to(self.device)
+            moves_left_t = torch.from_numpy(batch.moves_left).to(self.device)
             if weight is not None:
                 weight = weight.to(self.device)
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.precision == "bf16"):
-                loss, value_loss, policy_loss, material_loss, soft_loss = compute_loss(
+                loss, value_loss, policy_loss, material_loss, soft_loss, left_loss = compute_loss(
                     self.net, planes_t, pi_t, z_t, weight, material_t, self.config.material_weight,
-                    self.config.soft_policy_weight, self.config.soft_policy_temperature, draw_t)
+                    self.config.soft_policy_weight, self.config.soft_policy_temperature, draw_t,
+                    moves_left_t, self.config.moves_left_weight)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()
             if self.ema is not None:
                 self.ema.update_parameters(self.net)
-            totals += (loss.item(), value_loss.item(), policy_loss.item(), material_loss.item(), soft_loss.item())
+            totals += (loss.item(), value_loss.item(), policy_loss.item(), material_loss.item(), soft_loss.item(),
+                       left_loss.item())
             self.step += 1
             self.samples_trained += self.config.batch_size
         elapsed = time.perf_counter() - start
         mean = totals / max(num_steps, 1)
         return StepStats(
             step=self.step, loss=float(mean[0]), value_loss=float(mean[1]), policy_loss=float(mean[2]),
-            material_loss=float(mean[3]), soft_policy_loss=float(mean[4]),
+            material_loss=float(mean[3]), soft_policy_loss=float(mean[4]), moves_left_loss=float(mean[5]),
             learning_rate=self.learning_rate(), samples_per_s=num_steps * self.config.batch_size / max(elapsed, 1e-9),
         )
 

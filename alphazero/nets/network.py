@@ -14,6 +14,15 @@ chance; ``forward_heads`` gives v and m apart for training. With ``wdl_head`` th
 logits (lc0's win/draw/loss) and v is their expected result W - L, so every search reads the same [-1, 1]
 value either way; ``forward_training`` gives the logits for the cross-entropy loss.
 
+With ``moves_left_head`` the value head's hidden layer feeds one more output, lc0's moves-left head:
+the plies until the game ends, in units of ``MOVES_LEFT_SCALE`` plies (softplus, so never negative),
+trained toward the game that was played (``alphazero.learn.replay``). With ``moves_left_utility = u > 0``
+the value the searches read prefers the shorter win and the longer loss, as lc0's moves-left utility:
+``value - sign(v) * u * s(|v|) * log(1 + plies_left / MOVES_LEFT_PLIES)`` (``moves_left_adjustment``),
+where s is lc0's scaling of a decided value (0 below ``MOVES_LEFT_THRESHOLD``, rising to 1 at |v| = 1).
+Folded into the value here, it reaches every search and backend (the compiled tree, ONNX) unchanged;
+the log makes a ply count more near the end (20 -> 10 plies left is worth what 200 -> 100 is).
+
 Files are written with ``torch.save`` of plain tensors and primitive types and read back with
 ``torch.load(..., weights_only=True)``: loading a network never executes code from the file.
 """
@@ -38,6 +47,11 @@ from alphazero.fileio import atomic_write
 
 NET_FORMAT = "alphazero-chess-net"
 NET_FORMAT_VERSION = 1
+
+# The moves-left head's output unit (lc0 scales its target by 20 plies) and its utility's shape.
+MOVES_LEFT_SCALE = 20.0
+MOVES_LEFT_PLIES = 10.0  # log(1 + plies / this): the utility's ply count, relative near the end
+MOVES_LEFT_THRESHOLD = 0.5  # |v| below this: no moves-left utility (the game is not yet decided)
 
 
 class SqueezeExcitation(nn.Module):
@@ -89,6 +103,7 @@ class Heads(NamedTuple):
     material: torch.Tensor | None  # m [B]; None without the material head
     soft_policy: torch.Tensor | None  # logits [B, 4672]; None without the head or when not asked
     wdl: torch.Tensor | None  # win/draw/loss logits [B, 3]; None without the WDL head
+    moves_left: torch.Tensor | None = None  # plies left / MOVES_LEFT_SCALE [B]; None without the head
 
 
 class PolicyValueNet(nn.Module):
@@ -127,6 +142,9 @@ class PolicyValueNet(nn.Module):
         self.material_out: nn.Module | None = (
             nn.Sequential(nn.Linear(config.value_hidden, 1), nn.Tanh()) if config.material_head else None
         )
+        self.moves_left_out: nn.Module | None = (
+            nn.Sequential(nn.Linear(config.value_hidden, 1), nn.Softplus()) if config.moves_left_head else None
+        )
         # Reads the policy head's hidden features (policy_head[:-1]): a second 73-plane output, for training only.
         self.soft_policy_out: nn.Module | None = (
             nn.Conv2d(config.policy_channels, encoding.NUM_ACTIONS // 64, 1) if config.soft_policy_head else None
@@ -153,16 +171,32 @@ class PolicyValueNet(nn.Module):
         raw = self.value_head[-2](hidden)
         value = self.value_head[-1](raw).squeeze(1)
         material = self.material_out(hidden).squeeze(1) if self.material_out is not None else None
-        return Heads(policy, value, material, soft, raw if self.config.wdl_head else None)
+        moves_left = self.moves_left_out(hidden).squeeze(1) if self.moves_left_out is not None else None
+        return Heads(policy, value, material, soft, raw if self.config.wdl_head else None, moves_left)
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """planes ``uint8 [B, 24, 8, 8]`` -> (policy logits ``[B, 4672]``, value ``[B]`` for side to move):
-        the value searches use, v mixed with m by ``material_utility``."""
-        policy, value, material = self.forward_heads(planes)
+        the value searches use, v mixed with m by ``material_utility``, less the moves-left utility."""
+        heads = self.forward_training(planes, soft_policy=False)
+        value = heads.value
         utility = self.config.material_utility
-        if material is not None and utility > 0:
-            value = (1.0 - utility) * value + utility * material
-        return policy, value
+        if heads.material is not None and utility > 0:
+            value = (1.0 - utility) * value + utility * heads.material
+        if heads.moves_left is not None and self.config.moves_left_utility > 0:
+            value = value - moves_left_adjustment(heads.value, heads.moves_left, self.config.moves_left_utility)
+        return heads.policy, value
+
+
+def moves_left_adjustment(value: torch.Tensor, moves_left: torch.Tensor, utility: float) -> torch.Tensor:
+    """What the moves-left utility takes off the value the searches read: ``sign(v) * u * s(|v|) *
+    log(1 + plies_left / MOVES_LEFT_PLIES)``, ``moves_left`` in the head's unit (``MOVES_LEFT_SCALE`` plies).
+    s is lc0's scaling of a decided value: with ``q = max(0, |v| - T) / (1 - T)`` (T =
+    ``MOVES_LEFT_THRESHOLD``), ``s = 1.6521 q - 0.6521 q^2`` (0 at |v| <= T, 1 at |v| = 1), so a winner's
+    value falls with the plies left and a loser's rises: the search prefers the short win, the long loss."""
+    q = (value.abs() - MOVES_LEFT_THRESHOLD).clamp(min=0.0) / (1.0 - MOVES_LEFT_THRESHOLD)
+    scaling = 1.6521 * q - 0.6521 * q * q
+    plies = moves_left.clamp(min=0.0) * MOVES_LEFT_SCALE
+    return torch.sign(value) * utility * scaling * torch.log1p(plies / MOVES_LEFT_PLIES)
 
 
 def fuse_for_inference(net: PolicyValueNet) -> nn.Module:

@@ -27,6 +27,9 @@ class GameRecord:
     pgn: str
     plies: int  # plies in the whole game (including unrecorded opening plies)
     extra: dict = field(default_factory=dict)
+    # int16 [T]: plies from each position to the game's end (the moves-left head's target); -1 where unknown
+    # (a game stopped at the length limit has no end). None: unknown for every position.
+    moves_left: np.ndarray | None = None
 
     @property
     def num_positions(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import chess
 import numpy as np
@@ -248,6 +248,7 @@ class SelfPlayer:
             pgn=pgn,
             plies=len(board.move_stack),
             extra=self._resign_check(game, white_value, reason),
+            moves_left=moves_left_targets(game.recorded_plies, len(board.move_stack), reason != MAX_LENGTH),
         )
 
     def _resign_check(self, game: _GameInProgress, white_value: float, reason: str) -> dict:
@@ -262,3 +263,11 @@ class SelfPlayer:
             return {"resign_playout": True, "would_resign": True, "unfinished": True, "false_resign": False}
         loser_lost = white_value == (-1.0 if game.would_resign == chess.WHITE else 1.0)
         return {"resign_playout": True, "would_resign": True, "unfinished": False, "false_resign": not loser_lost}
+
+
+def moves_left_targets(recorded_plies: Sequence[int], plies: int, finished: bool) -> np.ndarray:
+    """``int16 [T]``: the plies from each recorded position (its ``len(move_stack)``) to the game's end at
+    ``plies``; -1 for every position of a game that did not finish (stopped at the length limit)."""
+    if not finished:
+        return np.full(len(recorded_plies), -1, dtype=np.int16)
+    return np.minimum(plies - np.asarray(recorded_plies, dtype=np.int64), np.iinfo(np.int16).max).astype(np.int16)
