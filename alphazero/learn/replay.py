@@ -153,9 +153,8 @@ def read_shard(path: str | os.PathLike) -> Shard:
     except (KeyError, json.JSONDecodeError, UnicodeDecodeError, IndexError) as error:
         raise InputError(f"replay shard {path} is missing data: {error}") from None
     total = int(shard.game_positions.sum())
-    if not (shard.planes.shape == (total, encoding.PACKED_SIZE) and len(shard.z) == total
-            and len(lengths) == total
-            and len(shard.moves_left) == total and offsets[-1] == len(shard.policy_actions) == len(shard.policy_counts)):
+    if not (shard.planes.shape == (total, encoding.PACKED_SIZE) and len(shard.z) == len(shard.moves_left) == total
+            and len(lengths) == total and offsets[-1] == len(shard.policy_actions) == len(shard.policy_counts)):
         raise InputError(f"replay shard {path} is inconsistent (array sizes disagree)")
     return shard
 
