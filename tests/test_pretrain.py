@@ -15,7 +15,7 @@ from alphazero.board import encoding
 from alphazero.config import NetworkConfig, load_config
 from alphazero.learn.pretrain import (
     _row_value,
-    init_learner_state,
+    first_learner,
     load_init_network,
     read_pgn_data,
     split_held_out,
@@ -149,24 +149,35 @@ def test_train_init_refuses_a_network_of_another_shape(tmp_path, capsys) -> None
     assert not (run_dir / "state.json").exists()
 
 
-def test_init_network_becomes_the_learners_and_generation_zero(tmp_path) -> None:
-    """What ``train --init`` does for a new run: learner.pt from the network; the learner saves it as gen 0."""
+@pytest.mark.parametrize("ema_decay", [0.0, 0.99])
+def test_init_network_becomes_the_learners_and_generation_zero(tmp_path, ema_decay: float) -> None:
+    """What a new run from ``train --init`` starts from: generation 0 and learner.pt are the network (with the
+    weights' moving average on too: it starts from the network, not from the seed's), and the learner actor
+    that loads learner.pt trains those weights."""
     from alphazero.checkpoint import RunDirectory
+    from alphazero.nets.network import net_to_payload
     from workers.actors import LearnerWorker
 
-    config = load_config(SMOKE)
+    config = load_config(SMOKE, [f"train.ema_decay={ema_decay}"])
     torch.manual_seed(123)
     init = PolicyValueNet(config.network)
     path = tmp_path / "init.pt"
     save_network(init, path)
     run = RunDirectory(tmp_path / "run")
     run.path.mkdir()
-    torch.save(init_learner_state(config, load_init_network(path, config.network)), run.learner_path)
-    learner = LearnerWorker(str(run.path), config)
-    assert learner.learner.step == 0
-    learner.save_network(str(run.network_path(0)), {"generation": 0})
+    first = first_learner(config, load_init_network(path, config.network))
+    save_network(first.candidate_network(), run.network_path(0), {"generation": 0})
+    torch.save(first.state_dict(), run.learner_path)
     saved = load_network(run.network_path(0)).state_dict()
     for key, value in init.state_dict().items():
         assert torch.equal(saved[key], value), key
     assert np.isclose(move_probability(load_network(run.network_path(0)), chess.STARTING_FEN, "e2e4"),
                       move_probability(init, chess.STARTING_FEN, "e2e4"))
+    learner = LearnerWorker(str(run.path), config)
+    assert learner.learner.step == 0
+    for key, value in net_to_payload(learner.learner.candidate_network())["state_dict"].items():
+        assert torch.equal(value, init.state_dict()[key]), key
+    seeded = first_learner(config).candidate_network().state_dict()  # no --init: the seed's network
+    assert not all(torch.equal(seeded[key], value) for key, value in init.state_dict().items())
+    torch.manual_seed(config.seed)
+    assert all(torch.equal(seeded[key], value) for key, value in PolicyValueNet(config.network).state_dict().items())

@@ -345,28 +345,29 @@ def test_gpu_shares_pack_onto_one_gpu_and_actors_without_cuda_fall_back_to_the_c
 def test_selfplay_spreads_over_both_nodes_and_a_dead_or_failing_arena_worker_loses_no_game(cluster, tmp_path: Path,
                                                                                           monkeypatch) -> None:
     """Two self-play actors, one on each node. Generation 1: the first arena worker dies after one game;
-    its replacement plays the three missing games. Generation 2: the first arena's worker fails (an error
-    in its code); that arena is abandoned, and the next candidate's arena decides the generation."""
+    its replacement plays the three missing games. Generation 2: the same worker (one plays every arena)
+    fails in its first arena (an error in its code); that arena is abandoned, and the next candidate's
+    arena, on a new worker, decides the generation."""
     import workers.driver
-    from workers.actors import ArenaWorker
+    from workers.actors import ArenaGames, ArenaWorker
 
     marks = tmp_path / "arena-workers"
     marks.mkdir()
 
-    # Defined here so that Ray ships it by value; each worker writes the games it was given to ``marks``.
+    # Defined here so that Ray ships it by value; each arena begun writes its games and its process to ``marks``.
     class _FailingArenaWorker(ArenaWorker):
-        def __init__(self, candidate, best, config, generation, schedule, torch_threads=1, played=None) -> None:
-            super().__init__(candidate, best, config, generation, schedule, torch_threads, played)
-            self.generation, self.number, self.calls = generation, len(list(marks.glob(f"{generation}-*"))), 0
-            (marks / f"{generation}-{self.number}").write_text(json.dumps([entry[0] for entry in schedule]))
-
-        def play(self, max_seconds: float):
+        def play(self, max_seconds: float, arena: ArenaGames | None = None):
+            if arena is not None:
+                generation = arena.generation
+                self.generation, self.number, self.calls = generation, len(list(marks.glob(f"{generation}-*"))), 0
+                (marks / f"{generation}-{self.number}").write_text(
+                    json.dumps({"games": [entry[0] for entry in arena.schedule], "pid": os.getpid()}))
             self.calls += 1
             if (self.generation, self.number, self.calls) == (1, 0, 2):
                 os._exit(1)  # the process dies, as on a SIGKILL
             if (self.generation, self.number) == (2, 0):
                 raise ValueError("a bug in the arena")
-            return super().play(max_seconds)
+            return super().play(max_seconds, arena)
 
     monkeypatch.setattr(workers.driver, "ArenaWorker", _FailingArenaWorker)
     run_dir = tmp_path / "run"
@@ -377,7 +378,10 @@ def test_selfplay_spreads_over_both_nodes_and_a_dead_or_failing_arena_worker_los
     assert len(nodes) == 2, nodes
 
     given = {path.name: json.loads(path.read_text()) for path in marks.iterdir()}
-    assert given == {"1-0": [0, 1, 2, 3], "1-1": [1, 2, 3], "2-0": [0, 1, 2, 3], "2-1": [0, 1, 2, 3]}
+    assert {name: mark["games"] for name, mark in given.items()} == {
+        "1-0": [0, 1, 2, 3], "1-1": [1, 2, 3], "2-0": [0, 1, 2, 3], "2-1": [0, 1, 2, 3]}
+    pids = {name: mark["pid"] for name, mark in given.items()}
+    assert pids["1-0"] != pids["1-1"] == pids["2-0"] != pids["2-1"]  # replaced after a death or a failure only
     died = run_events(run_dir, "arena_worker_died")
     assert [e["generation"] for e in died] == [1]
     failed = run_events(run_dir, "arena_failed")

@@ -15,7 +15,7 @@ for none), so Ray's accounting of GPUs stays true.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import torch
@@ -189,32 +189,58 @@ class LearnerWorker:
         return path
 
 
-class ArenaWorker:
-    """Plays one arena (candidate = A against best = B) a slice of time at a time.
+@dataclass
+class ArenaGames:
+    """An arena for ``ArenaWorker.play`` to begin: the candidate's and the best network's payloads, its
+    generation, the games still to play (all of them for a new arena, the missing ones for a resumed
+    one) and the moves its unfinished games had reached."""
 
-    ``schedule`` holds the games still to play (all of them for a new arena, the missing ones for a
-    resumed arena) and ``played`` the moves its unfinished games had reached, so the driver can save
-    every game as it ends and every game in flight after each call, and a stopped arena goes on
-    where it was. Holds no state Ray must restore: a new worker gets all of that from the driver.
+    candidate: dict[str, Any]
+    best: dict[str, Any]
+    generation: int
+    schedule: list[ScheduledGame]
+    played: dict[int, list[str]] | None = None
+
+
+class ArenaWorker:
+    """Plays a run's arenas (candidate = A against best = B), a slice of time at a time.
+
+    One worker plays one arena after another: a new process costs seconds (torch, the compiled search)
+    and an arena is often shorter. The first ``play`` call of an arena brings it (``ArenaGames``); the
+    driver saves every game as it ends and every game in flight after each call, so a stopped arena goes
+    on where it was. Holds no state Ray must restore: a new worker gets all of that from the driver.
     """
 
-    def __init__(self, candidate: dict[str, Any], best: dict[str, Any], config: RunConfig, generation: int,
-                 schedule: list[ScheduledGame], torch_threads: int = 1,
-                 played: dict[int, list[str]] | None = None) -> None:
+    def __init__(self, config: RunConfig, torch_threads: int = 1) -> None:
         torch.set_num_threads(max(1, torch_threads))
-        search = replace(config.search, num_simulations=config.arena.num_simulations)
+        self.config = config
+        self.search = replace(config.search, num_simulations=config.arena.num_simulations)
         self.device, self.warning = actor_device("arena worker", config.workers.arena_gpus, _gpu_ids(),
                                                  torch.cuda.is_available())
-        player_a = MCTSPlayer(net_from_payload(candidate), search, name=f"gen-{generation:04d}", device=self.device)
-        player_b = MCTSPlayer(net_from_payload(best), search, name="best", device=self.device)
-        self.match = Match(player_a, player_b, schedule, max_plies=config.arena.max_plies,
-                           concurrency=config.arena.concurrency, event=f"arena gen {generation}", played=played)
+        self.match: Match | None = None
 
     def info(self) -> dict[str, Any]:
         return {**_node_info(), **_device_info(self.device, self.warning)}
 
-    def play(self, max_seconds: float) -> tuple[list[GameResult], bool, dict[int, list[str]]]:
-        """The next games to end (or none, after about ``max_seconds``), whether the arena is finished,
-        and the moves of the games still running (which a new worker continues from)."""
-        games = self.match.advance(max_seconds)
-        return games, self.match.done, self.match.in_flight()
+    def _begin(self, arena: ArenaGames) -> Match:
+        self.match = None  # the last arena's networks go before the next ones load
+        player_a = MCTSPlayer(net_from_payload(arena.candidate), self.search, name=f"gen-{arena.generation:04d}",
+                              device=self.device)
+        player_b = MCTSPlayer(net_from_payload(arena.best), self.search, name="best", device=self.device)
+        return Match(player_a, player_b, arena.schedule, max_plies=self.config.arena.max_plies,
+                     concurrency=self.config.arena.concurrency, event=f"arena gen {arena.generation}",
+                     played=arena.played)
+
+    def play(self, max_seconds: float,
+             arena: ArenaGames | None = None) -> tuple[list[GameResult], bool, dict[int, list[str]]]:
+        """Begin ``arena`` if given, then the next games to end (or none, after about ``max_seconds``), whether
+        the arena is finished, and the moves of the games still running (which a new worker continues from)."""
+        if arena is not None:
+            self.match = self._begin(arena)
+        if self.match is None:
+            raise RuntimeError("ArenaWorker.play: no arena in progress (the first call of an arena brings it)")
+        match = self.match
+        games = match.advance(max_seconds)
+        if match.done:
+            self.match = None  # an idle worker holds no networks
+        return games, match.done, match.in_flight()

@@ -222,17 +222,18 @@ def check_fits(config: RunConfig, oversubscribe: bool = False, cpus: int | None 
 
 
 def start_actor(what: str, create: Callable[[], Any], timeout: float, log_event: Callable[..., None],
-                retry_delay: float = 2.0) -> tuple[Any, dict]:
+                retry_delay: float = 2.0, first: Any = None) -> tuple[Any, dict]:
     """Create an actor and wait for its ``info()``; an actor that dies before answering is retried.
 
     For an actor the run cannot go on without (the learner). A node lost during start-up, or a
     worker process killed while importing, should not end a run of many hours. Every actor builds
     itself from its arguments and the run directory, so a second attempt is safe; the attempts wait
     ``retry_delay`` x attempt seconds apart, each failure goes to ``log_event`` (``actor_start_failed``),
-    and the last one is the run's error, with Ray's reason.
+    and the last one is the run's error, with Ray's reason. ``first``: the first attempt, already made by
+    ``create`` (so that the caller could start other actors while this one loads).
     """
     for attempt in range(1, ACTOR_START_ATTEMPTS + 1):
-        actor = create()
+        actor = first if attempt == 1 and first is not None else create()
         try:
             return actor, ray.get(actor.info.remote(), timeout=timeout)
         except ray.exceptions.GetTimeoutError as error:

@@ -29,7 +29,8 @@ What a cluster does to a run, and what the driver does about it:
   actors that fit, and starts by itself when a node with room joins. Status line and
   ``events.jsonl`` say how many are running. A dead learner is replaced (it reloads its last save);
   a dead arena worker is replaced and plays the games still missing; after ``ACTOR_START_ATTEMPTS``
-  deaths in a row, or an error in its code, the arena is abandoned and the next candidate gets one.
+  deaths in a row, or an error in its code, the arena is abandoned and the next candidate's arena gets a
+  new worker (otherwise one worker plays every arena of the run).
 - **A config that does not fit** the machine of an embedded Ray is refused before anything starts
   (``workers.cluster.check_fits``), unless the user asks to oversubscribe (CPUs only: GPU shares Ray
   cannot place are always refused, on a joined cluster too, ``check_cluster_gpus``, before any actor).
@@ -62,7 +63,7 @@ from alphazero.judge.promotion import (
     record_arena,
 )
 from alphazero.learn.curves import Curves
-from alphazero.learn.pretrain import init_learner_state, load_init_network
+from alphazero.learn.pretrain import first_learner, load_init_network
 from alphazero.learn.replay import following_shard_path, next_shard_path, read_inflight, write_inflight, write_shard
 from alphazero.learn.run import (
     GameStats,
@@ -76,8 +77,8 @@ from alphazero.learn.run import (
     stop_reason,
     time_up,
 )
-from alphazero.nets.network import atomic_torch_save, safe_torch_load
-from workers.actors import ArenaWorker, LearnerWorker, SelfPlayWorker
+from alphazero.nets.network import atomic_torch_save, safe_torch_load, save_network
+from workers.actors import ArenaGames, ArenaWorker, LearnerWorker, SelfPlayWorker
 from workers.cluster import (
     ACTOR_START_ATTEMPTS,
     RunError,
@@ -150,7 +151,7 @@ class Driver:
         self.train_ref: Any = None  # the learner call in flight ...
         self.train_learner: Any = None  # ... and the learner it went to
         self.shard_learners: dict[Any, Any] = {}  # add_shards calls in flight -> the learner each went to
-        self.arena_worker: Any = None  # the pending arena's actor
+        self.arena_worker: Any = None  # the actor that plays the arenas (None until the first, or after a death)
         self.arena_failures = 0  # deaths of the pending arena's workers in a row
         self.last_losses: dict[str, float] = {}
         self.rates = Rates()
@@ -173,12 +174,17 @@ class Driver:
     def _here(self) -> NodeAffinitySchedulingStrategy:
         return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
-    def _make_learner(self) -> tuple[Any, dict]:
+    def _new_learner(self) -> Any:
+        """A learner actor, created (it loads ``learner.pt`` and the newest shards); ``_make_learner`` waits for it."""
         workers = self.config.workers
         cls = ray.remote(num_cpus=workers.learner_cpus, num_gpus=workers.learner_gpus, max_restarts=0)(LearnerWorker)
         threads = max(1, int(workers.learner_cpus) or 1)
-        learner, info = start_actor("learner", lambda: cls.options(scheduling_strategy=self._here()).remote(
-            str(self.run.path), self.config, threads), timeout=600, log_event=self.run.log_event)
+        return cls.options(scheduling_strategy=self._here()).remote(str(self.run.path), self.config, threads)
+
+    def _make_learner(self, first: Any = None) -> tuple[Any, dict]:
+        """A started learner and its ``info()``: ``first`` (already created) or a new one, retried if it dies
+        starting (``start_actor``)."""
+        learner, info = start_actor("learner", self._new_learner, timeout=600, log_event=self.run.log_event, first=first)
         self.run.log_event("learner_started", **info)
         if info.get("warning"):
             self.progress.message(f"warning: {info['warning']}")
@@ -221,7 +227,7 @@ class Driver:
         run.log_event("arena_started", generation=generation, learner_step=state.learner_step, games=pending.num_games)
         self.progress.message(f"[gen {generation}] arena: candidate at step {state.learner_step} vs "
                               f"gen-{state.best_generation:04d} ({pending.num_games} games)")
-        self._start_arena_worker()
+        self._play_arena()
         return True
 
     def _log_selfplay_stats(self, generation: int, learner_step: int) -> None:
@@ -250,8 +256,9 @@ class Driver:
         assert pending is not None
         return pending
 
-    def _start_arena_worker(self) -> None:
-        """An arena worker for the pending arena's missing games (all of them, or what a stop left)."""
+    def _play_arena(self) -> None:
+        """The pending arena's missing games (all of them, or what a stop or a death left) to the arena worker,
+        started first if there is none."""
         pending, run, config = self._pending_arena(), self.run, self.config
         done = run.read_arena_games(pending.generation)
         schedule = missing_games(pending, done)
@@ -261,13 +268,14 @@ class Driver:
         if done or run.arena_inflight_path(pending.generation).exists():
             self.progress.message(f"[gen {pending.generation}] arena: continuing, {len(done)} of "
                                   f"{pending.num_games} games finished, the others from where they were")
-        candidate = safe_torch_load(run.networks_dir / pending.candidate)
-        best = safe_torch_load(run.networks_dir / pending.best)
-        cls = ray.remote(num_cpus=config.workers.arena_cpus, num_gpus=config.workers.arena_gpus, max_restarts=0)(ArenaWorker)
-        played = run.read_arena_inflight(pending.generation)
-        self.arena_worker = cls.remote(candidate, best, config, pending.generation, schedule,
-                                       config.workers.torch_threads_per_worker, played)
-        self.submit(self.arena_worker.play.remote(PLAY_CALL_SECONDS), "arena", pending.generation)
+        arena = ArenaGames(safe_torch_load(run.networks_dir / pending.candidate),
+                           safe_torch_load(run.networks_dir / pending.best), pending.generation, schedule,
+                           run.read_arena_inflight(pending.generation))
+        if self.arena_worker is None:  # one worker plays arena after arena, until it dies or fails
+            cls = ray.remote(num_cpus=config.workers.arena_cpus, num_gpus=config.workers.arena_gpus,
+                             max_restarts=0)(ArenaWorker)
+            self.arena_worker = cls.remote(config, config.workers.torch_threads_per_worker)
+        self.submit(self.arena_worker.play.remote(PLAY_CALL_SECONDS, arena), "arena", pending.generation)
 
     def _on_arena(self, ref: Any) -> None:
         pending, run = self._pending_arena(), self.run
@@ -275,10 +283,11 @@ class Driver:
             games, finished, in_flight = ray.get(ref)
         except ray.exceptions.RayActorError as error:
             self.arena_failures += 1
+            self.arena_worker = None
             run.log_event("arena_worker_died", generation=pending.generation, error=str(error)[:500])
             if self.arena_failures < ACTOR_START_ATTEMPTS:
                 self.progress.message(f"[gen {pending.generation}] arena worker died; continuing with a new one")
-                self._start_arena_worker()
+                self._play_arena()
                 return
             self._abandon_arena(error)
             return
@@ -291,14 +300,14 @@ class Driver:
         # After the finished games: a game in both files counts as finished (its index is done).
         run.write_arena_inflight(pending.generation, in_flight)
         if finished:
-            ray.kill(self.arena_worker)
             self._decide_arena()
         else:
             self.submit(self.arena_worker.play.remote(PLAY_CALL_SECONDS), "arena", pending.generation)
 
     def _abandon_arena(self, error: BaseException) -> None:
         generation = self._pending_arena().generation
-        ray.kill(self.arena_worker)  # one that failed in its code still holds two networks
+        ray.kill(self.arena_worker)  # one that failed in its code may be in any state: the next arena gets a new one
+        self.arena_worker = None
         self.run.log_event("arena_failed", generation=generation, error=str(error)[:2000])
         self.progress.message(f"[gen {generation}] arena failed ({type(error).__name__}); the next candidate gets a new one")
         self.state.pending_arena = None
@@ -433,30 +442,30 @@ class Driver:
             self.close()
 
     def _start(self) -> None:
-        """The learner (and, for a new run, generation 0 and the first state.json), then the self-play actors."""
+        """For a new run, generation 0, the learner's first save and the first state.json; then the learner and
+        the self-play actors, started side by side (each loads torch and more: seconds)."""
         config, state, run = self.config, self.state, self.run
         _check_learner_fits(config)
         check_cluster_gpus(config)
         if not self.resume:
             run.write_config(config)
             run.log_event("run_started", config=str(run.config_path), init=None if self.init is None else str(self.init))
-            if self.init_payload is not None:  # the learner starts from it, and saves it as generation 0 below
-                atomic_torch_save(init_learner_state(config, self.init_payload), run.learner_path)
+            first = first_learner(config, self.init_payload)
+            save_network(first.candidate_network(), run.network_path(0), {"generation": 0})
+            atomic_torch_save(first.state_dict(), run.learner_path)
+            # state.json is written last: until it exists the directory holds no run (a new run may reuse it).
+            run.write_state(state)
         else:
             run.log_event("run_resumed", generation=state.generation, games=state.games, positions=state.positions,
                           pending_arena=state.pending_arena.generation if state.pending_arena else None)
-        self.learner, info = self._make_learner()
-        if not self.resume:
-            # state.json is written last: until it exists the directory holds no run (a new run may reuse it).
-            ray.get(self.learner.save_network.remote(str(run.network_path(0)), {"generation": 0}), timeout=300)
-            ray.get(self.learner.save.remote(), timeout=300)
-            run.write_state(state)
-        state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
+        learner = self._new_learner()  # asked for first: on a node the actors share, it is placed first
         self.pool.set_weights(state.network_version, ray.put(safe_torch_load(run.network_path(state.best_generation))))
         inflight = deal_inflight(read_inflight(run.inflight_path), config.workers.num_selfplay_workers)
         if any(inflight):
             run.log_event("inflight_restored", games=sum(len(slot) for slot in inflight))
         self.pool.start_all(state.games, inflight)
+        self.learner, info = self._make_learner(learner)
+        state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
         self.rates = Rates()
 
     def _handle_ready(self) -> None:
@@ -506,7 +515,7 @@ class Driver:
         config, state, run = self.config, self.state, self.run
         self._start()
         if state.pending_arena is not None:
-            self._start_arena_worker()  # the arena a stop interrupted goes on with its missing games
+            self._play_arena()  # the arena a stop interrupted goes on with its missing games
         last_arena_step = first_arena_step(config, state)
         started = time.monotonic()
         elapsed_before = state.elapsed_s
@@ -548,6 +557,8 @@ class Driver:
                 pass  # the write that failed first is the error the user sees
             self.pool.kill_all()
             ray.kill(self.learner)
+            if self.arena_worker is not None:
+                ray.kill(self.arena_worker)
             self.curves.close()
         self.progress.message(self._status())
         self.progress.message(f"stopped: {reason}; run directory {run.path}")

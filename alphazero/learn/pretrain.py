@@ -20,8 +20,9 @@ The held-out split is seeded and by game for PGN (positions of one game are neve
 row for CSV. A malformed data line raises ``InputError`` naming the file and line: training on a
 silently shortened file is worse than stopping.
 
-``load_init_network`` / ``init_learner_state`` are what ``alphazero train --init NET`` uses: the
-network must have the config's shape (``ConfigError`` naming both otherwise).
+``load_init_network`` is what ``alphazero train --init NET`` checks: the network must have the config's
+shape (``ConfigError`` naming both otherwise). ``first_learner`` is every new run's learner at step 0,
+from that network or from the seed.
 """
 
 from __future__ import annotations
@@ -322,8 +323,11 @@ def load_init_network(path: str | os.PathLike, network: NetworkConfig) -> dict[s
     return net_to_payload(net, {"init": str(path)})
 
 
-def init_learner_state(config: RunConfig, payload: dict[str, Any]) -> dict[str, Any]:
-    """A fresh learner's state (step 0, new optimizer) whose network has the weights of ``payload``."""
-    learner = Learner(config.network, config.train, seed=config.seed)
-    learner.set_weights(payload)
-    return learner.state_dict()
+def first_learner(config: RunConfig, payload: dict[str, Any] | None = None) -> Learner:
+    """A new run's learner at step 0, on the CPU, with a new optimizer: the network ``config.seed`` makes, or
+    the weights of ``payload`` (``--init``). Its state is the run's first ``learner.pt``, its candidate
+    network generation 0."""
+    learner = Learner(config.network, replace(config.train, device="cpu"), seed=config.seed)
+    if payload is not None:
+        learner.set_weights(payload)
+    return learner

@@ -311,7 +311,9 @@ class Learner:
         return net_from_payload(net_to_payload(module))
 
     def set_weights(self, payload: dict[str, Any]) -> None:
+        """The network's weights from ``payload``; the moving average (if on) starts again from them."""
         self.net.load_state_dict(net_from_payload(payload).state_dict())
+        self.ema = self._new_ema(self.net)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs, as tensors and primitives (loadable with ``weights_only=True``)."""
