@@ -259,7 +259,7 @@ class Driver:
     def _play_arena(self) -> None:
         """The pending arena's missing games (all of them, or what a stop or a death left) to the arena worker,
         started first if there is none."""
-        pending, run, config = self._pending_arena(), self.run, self.config
+        pending, run = self._pending_arena(), self.run
         done = run.read_arena_games(pending.generation)
         schedule = missing_games(pending, done)
         if not schedule:
@@ -271,11 +271,15 @@ class Driver:
         arena = ArenaGames(safe_torch_load(run.networks_dir / pending.candidate),
                            safe_torch_load(run.networks_dir / pending.best), pending.generation, schedule,
                            run.read_arena_inflight(pending.generation))
-        if self.arena_worker is None:  # one worker plays arena after arena, until it dies or fails
-            cls = ray.remote(num_cpus=config.workers.arena_cpus, num_gpus=config.workers.arena_gpus,
-                             max_restarts=0)(ArenaWorker)
-            self.arena_worker = cls.remote(config, config.workers.torch_threads_per_worker)
-        self.submit(self.arena_worker.play.remote(PLAY_CALL_SECONDS, arena), "arena", pending.generation)
+        self.submit(self._arena_actor().play.remote(PLAY_CALL_SECONDS, arena), "arena", pending.generation)
+
+    def _arena_actor(self) -> Any:
+        """The arena worker, started if there is none: one plays arena after arena, until it dies or fails."""
+        if self.arena_worker is None:
+            workers = self.config.workers
+            cls = ray.remote(num_cpus=workers.arena_cpus, num_gpus=workers.arena_gpus, max_restarts=0)(ArenaWorker)
+            self.arena_worker = cls.remote(self.config, workers.torch_threads_per_worker)
+        return self.arena_worker
 
     def _on_arena(self, ref: Any) -> None:
         pending, run = self._pending_arena(), self.run
@@ -442,8 +446,8 @@ class Driver:
             self.close()
 
     def _start(self) -> None:
-        """For a new run, generation 0, the learner's first save and the first state.json; then the learner and
-        the self-play actors, started side by side (each loads torch and more: seconds)."""
+        """For a new run, generation 0, the learner's first save and the first state.json; then the learner, the
+        self-play actors and the arena worker, started side by side (each loads torch and more: seconds)."""
         config, state, run = self.config, self.state, self.run
         _check_learner_fits(config)
         check_cluster_gpus(config)
@@ -464,6 +468,8 @@ class Driver:
         if any(inflight):
             run.log_event("inflight_restored", games=sum(len(slot) for slot in inflight))
         self.pool.start_all(state.games, inflight)
+        if config.arena.games > 0:
+            self._arena_actor()  # loaded by the first arena, which then starts at once
         self.learner, info = self._make_learner(learner)
         state.learner_step, state.samples_trained = info["step"], info["samples_trained"]
         self.rates = Rates()
