@@ -44,7 +44,7 @@ train: $(BIN)/alphazero $(VENV)/.numba-cache
 test: $(BIN)/alphazero $(VENV)/.numba-cache system-packages
 	$(BIN)/ruff check alphazero workers commands tests tools
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 bench: $(BIN)/alphazero
 	$(BIN)/alphazero bench --json

@@ -10,6 +10,11 @@ this process, or loaded from numba's cache, before a test starts actors. In a fr
 would otherwise compile it at the same time, each for tens of seconds on the same two cores.
 
 ``one_line_error``: a command run in-process that must fail as a user's mistake does (exit 2, one line).
+
+Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) every test marked ``ray`` goes to one
+worker, one after another (``pytest_collection_modifyitems``): two Ray clusters at once on two cores would
+slow each other's actors past the tests' waits, and a module's shared cluster is started once. The other
+tests share out over both workers beside them.
 """
 
 import os
@@ -22,6 +27,13 @@ os.environ["RAY_AUTH_MODE"] = "disabled"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 SMOKE = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.fixture(scope="session")

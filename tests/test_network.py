@@ -159,7 +159,7 @@ def test_a_corrupt_network_file_is_one_short_line(one_line_error, tmp_path):
     path = tmp_path / "net.pt"
     path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
     message = one_line_error("export", "--onnx", str(path), "--out", str(tmp_path / "net.onnx"))
-    assert f"{path}: not a torch file, or a damaged one" in message and len(message) < 150
+    assert f"{path}: not a torch file, or a damaged one" in message and len(message) - len(str(path)) < 90
     assert "weights_only" not in message and not (tmp_path / "net.onnx").exists()
 
 
