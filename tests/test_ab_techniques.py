@@ -122,6 +122,9 @@ def test_each_pruning_shrinks_the_tree_and_check_extension_grows_it():
         assert _nodes_to_depth({name: True}) < 0.9 * _nodes_to_depth({name: False}), name
     assert _nodes_to_depth({"checkext": False}) < _nodes_to_depth({"checkext": True})
     assert _nodes_to_depth({"seeorder": True}) != _nodes_to_depth({"seeorder": False})  # another order, another tree
+    for name in ("iir", "nmpdepth"):  # a ply less where no move is known; a deeper null-move search cut
+        assert _nodes_to_depth({name: True}) < _nodes_to_depth({name: False}), name
+    assert _nodes_to_depth({"histmalus": True}) != _nodes_to_depth({"histmalus": False})  # another order
     # "improving" only changes the others: more pruning where the evaluation did not improve
     pruned = {"rfp": True, "lmp": True}
     assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth({**pruned, "improving": False})

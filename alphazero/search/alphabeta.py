@@ -17,7 +17,9 @@ history (under-promotions last), futility and late-move pruning of quiet moves, 
 reductions, and at depth 0 a quiescence search over captures and queen promotions (all moves when
 in check) with stand-pat, skipping captures that lose material by static exchange evaluation
 (``see``). Each of these techniques is a bit of ``info[I_OPTIONS]`` (``TECHNIQUES``), so one
-compiled search plays every variant an SPRT compares.
+compiled search plays every variant an SPRT compares; some are off by default (``DEFAULT_TECHNIQUES``
+has those that passed one): late-move pruning, the improving flag, SEE ordering, the history malus,
+internal iterative reduction and a null-move reduction that grows with depth.
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -98,7 +100,7 @@ MATE_BOUND = MATE - MAX_PLY
 INFO_SIZE = 16
 ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
 (OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING,
- OPT_SEE_ORDER) = 1, 2, 4, 8, 16, 32, 64, 128, 256
+ OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH) = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048
 
 # The search's switchable techniques (``AlphaBeta(techniques=...)``, ``ab:`` spec keys), each a bit of
 # ``info[I_OPTIONS]``. DEFAULT_TECHNIQUES are those on unless a caller says otherwise: each one kept
@@ -114,6 +116,9 @@ TECHNIQUES = {
     "qsee": OPT_QSEE,  # quiescence skips captures that lose material by static exchange evaluation
     "improving": OPT_IMPROVING,  # prune and reduce more where the static evaluation fell since our last move
     "seeorder": OPT_SEE_ORDER,  # captures that lose material by static exchange are tried after the quiet moves
+    "histmalus": OPT_HISTORY_MALUS,  # a quiet cut also lowers the history of the quiet moves searched before it
+    "iir": OPT_IIR,  # internal iterative reduction: a node of depth >= 4 with no hash move searches one ply less
+    "nmpdepth": OPT_NULL_MOVE_DEPTH,  # the null move's reduction grows with depth and with the margin over beta
 }
 DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee"})
 
@@ -140,6 +145,8 @@ _KILLER = 1 << 25
 _HISTORY_CAP = 1 << 24
 _UNDER_PROMOTION = -(1 << 20)
 _BAD_CAPTURE = -(1 << 16)  # after every quiet move (history >= 0), before under-promotions
+_PRUNED = -(1 << 29)  # ``order`` of a move pruned unsearched (``histmalus`` passes it by)
+IIR_DEPTH = 4  # internal iterative reduction acts from this depth
 
 # Late-move reductions by [depth, move index]: the usual log * log shape.
 LMR_TABLE = np.zeros((64, 64), np.int64)
@@ -492,6 +499,8 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
             if bound == BOUND_EXACT or (bound == BOUND_LOWER and score >= beta) or \
                     (bound == BOUND_UPPER and score <= alpha):
                 return score
+    if (options & OPT_IIR) and not root and depth >= IIR_DEPTH and hash_move == NO_MOVE:
+        depth -= 1  # internal iterative reduction: no move known here, so a cheaper first look
 
     side = st[ST_SIDE]
     # The static evaluation, for the pruning below; ``improving`` (1 or 0, always 0 unless that
@@ -515,7 +524,10 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         # Null move: if passing still fails high, a real move would too. Not in zugzwang, where
         # passing is the best "move": likeliest with few pieces, hence at least two besides pawns
         # (Morphy's mate in two, a zugzwang against a lone bishop, is in the tests).
-        reduction = 3 if depth >= 6 else 2
+        if options & OPT_NULL_MOVE_DEPTH:  # Stockfish's shape: deeper, and further above beta, reduce more
+            reduction = 3 + depth // 3 + min((static - beta) // 200, 3)
+        else:
+            reduction = 3 if depth >= 6 else 2
         make_null(st, keys, undo)
         score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
                          params, acc, depth - 1 - reduction, -beta, -beta + 1, ply + 1)
@@ -557,6 +569,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         gives_check = i > 0 and quiet and in_check(bb, st)  # asked only where pruning or LMR may act
         if i > 0 and quiet and not gives_check and (futile or i >= late) and best > -MATE_BOUND:
             unmake_move(bb, sq, st, undo)
+            row_order[i] = _PRUNED
             continue
         if i == 0:
             score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
@@ -601,6 +614,12 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
                         start = move & 63
                         end = (move >> 6) & 63
                         history[side, start, end] += depth * depth
+                        if options & OPT_HISTORY_MALUS:  # the quiet moves searched before it did not cut
+                            for j in range(i):
+                                earlier = row_moves[j]
+                                if row_order[j] != _PRUNED and _tactical_value(sq, st, earlier) == 0:
+                                    frm, to = earlier & 63, (earlier >> 6) & 63
+                                    history[side, frm, to] = max(0, history[side, frm, to] - depth * depth)
                         if history[side, start, end] >= _HISTORY_CAP:
                             for a in range(2):
                                 for b in range(64):
