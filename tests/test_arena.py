@@ -280,3 +280,33 @@ def test_a_match_continues_games_from_the_moves_they_had_reached() -> None:
         assert moves[: len(opening) + 6] == opening + reached[game.index]
         # The ply limit counts from the opening, across the restart.
         assert len(moves) - len(opening) <= 30
+
+
+def test_one_arena_worker_plays_arena_after_arena(tmp_path) -> None:
+    """The run's arena worker (here in this process, as Ray would run it): each arena's first call brings its
+    networks and games; a finished arena leaves the worker idle and holding no networks; a call with no
+    arena in progress is an error, not a silent empty answer."""
+    from alphazero.config import load_config
+    from alphazero.judge.arena import match_schedule
+    from alphazero.judge.promotion import arena_openings
+    from alphazero.nets.network import net_to_payload
+    from workers.actors import ArenaGames, ArenaWorker
+
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml")
+    torch.manual_seed(7)
+    nets = [net_to_payload(PolicyValueNet(config.network)) for _ in range(3)]
+    worker = ArenaWorker(config)
+    with pytest.raises(RuntimeError, match="no arena in progress"):
+        worker.play(1.0)
+    for generation, (candidate, best) in enumerate([(nets[1], nets[0]), (nets[2], nets[1])], start=1):
+        schedule = match_schedule(arena_openings(config, generation))
+        assert len(schedule) == config.arena.games
+        games, finished, _ = worker.play(30.0, ArenaGames(candidate, best, generation, schedule))
+        while not finished:
+            more, finished, _ = worker.play(30.0)
+            games += more
+        assert sorted(game.index for game in games) == [entry[0] for entry in schedule]
+        assert all(f"gen-{generation:04d}" in (game.white, game.black) for game in games)
+        assert worker.match is None  # idle: the arena's networks are released
+    with pytest.raises(RuntimeError, match="no arena in progress"):
+        worker.play(1.0)
