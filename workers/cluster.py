@@ -13,11 +13,14 @@ waits for a new actor to answer and retries one that dies on the way (a lost nod
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
+import signal
+import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import ray
 
@@ -44,6 +47,24 @@ def start_ray(address: str | None, num_cpus: int, object_store_memory_mb: int = 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if ray.is_initialized():
         return False
+    with _keeping_sigterm_handler():
+        return _init_ray(address, num_cpus, object_store_memory_mb, log_to_driver, num_gpus)
+
+
+@contextlib.contextmanager
+def _keeping_sigterm_handler() -> Iterator[None]:
+    """``ray.init`` sets the driver's SIGTERM handler to ``sys.exit``; a handler the process installed itself
+    (the command line's: SIGTERM stops a command as Ctrl-C does) is put back."""
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if callable(handler) and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handler)
+
+
+def _init_ray(address: str | None, num_cpus: int, object_store_memory_mb: int, log_to_driver: bool,
+              num_gpus: int | None) -> bool:
     runtime_env = {"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
     if address is None:
         ray.init(
