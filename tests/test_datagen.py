@@ -144,6 +144,8 @@ def test_bad_requests_get_one_line(tmp_path, one_line_error) -> None:
     assert "no such file" in one_line_error("datagen", "--out", out, "--games", "1", "--book", str(tmp_path / "b.bin"))
     assert "--games must be" in one_line_error("datagen", "--out", out, "--games", "0")
     assert "unknown evaluation" in one_line_error("datagen", "--out", out, "--games", "1", "--player", "ab:nothing")
+    message = one_line_error("datagen", "--out", out, "--games", "1", "--player", "mcts:net.pt")
+    assert "labeller 'mcts:net.pt': expected our alpha-beta, ab:" in message and "or a UCI engine, uci:" in message
     epd = tmp_path / "p.epd"
     epd.write_text(WON + "\n")
     assert "game result" in one_line_error("label", str(epd), "--labeller", PLAYER, "--out", out)

@@ -298,13 +298,13 @@ class Labeller(Searcher):
         try:
             self.command, self.options, self.limit = parse_uci_spec(labeller_spec)
         except ValueError as error:
-            raise InputError(f"--labeller: {error}") from None
+            raise InputError(f"labeller: {error}") from None
         self.spec = labeller_spec
         self.go = go_command(self.limit)
         try:
             checker = UCIPlayer(self.command, self.options, self.limit, name=self.spec)
         except ValueError as error:
-            raise InputError(f"--labeller: {error}") from None
+            raise InputError(f"labeller: {error}") from None
         engine = checker.engine
         names = {name.lower(): name for name in engine.options}
         self.engine_options = {names[key.lower()]: value for key, value in self.options.items()}
@@ -318,7 +318,7 @@ class Labeller(Searcher):
         try:
             self.engine = _PipeEngine(self.command, self.engine_options)
         except (OSError, EngineFailed) as error:
-            raise InputError(f"--labeller: {self.command!r} could not be started: {error}") from None
+            raise InputError(f"labeller: {self.command!r} could not be started: {error}") from None
 
     def label_one(self, fen: str) -> Labelled:
         """One position; an engine that dies or errs is restarted and the position reported as failed."""
@@ -375,9 +375,13 @@ class ABLabeller(Searcher):
 def make_labeller(spec: str) -> Searcher:
     """The labeller a spec names: ``ab:...`` our alpha-beta, anything else a UCI engine (``uci:...``);
     a bad spec is an ``InputError`` naming it."""
-    if spec.strip().lower().startswith("ab:"):
+    kind = spec.strip().partition(":")[0].lower()
+    if kind == "ab":
         return ABLabeller(spec)
-    return Labeller(spec)
+    if kind == "uci":
+        return Labeller(spec)
+    raise InputError(f"labeller {spec!r}: expected our alpha-beta, ab:material|NNUE?nodes=N&depth=D&movetime=MS, "
+                     f"or a UCI engine, uci:COMMAND?Option=value&depth=D&nodes=N&movetime=MS")
 
 
 # ---- the label file ---------------------------------------------------------------------------
