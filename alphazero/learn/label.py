@@ -373,8 +373,8 @@ class ABLabeller(Searcher):
 
 
 def make_labeller(spec: str) -> Searcher:
-    """The labeller a spec names: ``ab:...`` our alpha-beta, anything else a UCI engine (``uci:...``);
-    a bad spec is an ``InputError`` naming it."""
+    """The labeller a spec names: ``ab:...`` our alpha-beta, ``uci:...`` a UCI engine; any other spec, or a
+    bad one, is an ``InputError`` naming it."""
     kind = spec.strip().partition(":")[0].lower()
     if kind == "ab":
         return ABLabeller(spec)
