@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "moves were scored >= 600 cp for the same side; a draw from move 34 when each side's last 8 were "
                             "within 20 cp); players that report no score (mcts, random, greedy) are never adjudicated")
     arena.add_argument("--pgn", default=None, metavar="OUT", help="write every game to this PGN file")
+    arena.add_argument("--out", default=None, metavar="FILE.jsonl",
+                       help="keep every finished game here as it ends; the same command with the same file plays only "
+                            "the game pairs not yet complete (a stopped match goes on; more --games extend a finished one)")
     arena.add_argument("--sprt", default=None, metavar="ELO0,ELO1", help="stop when an SPRT (alpha=beta=0.05) decides")
     arena.add_argument("--workers", type=int, default=1, help="K > 1: play game pairs as tasks on a private local Ray")
     arena.add_argument("--seed", type=int, default=0, help="openings and random players")
@@ -43,10 +46,16 @@ def run(args: argparse.Namespace) -> int:
         from workers.arena import play_chunks_on_ray
 
         runner = functools.partial(play_chunks_on_ray, workers=args.workers)
-    report = run_arena(args.player_a, args.player_b, args.games, openings_path=args.openings,
-                       opening_plies=args.opening_plies, max_plies=args.max_plies, seed=args.seed, sprt=sprt,
-                       pgn_path=args.pgn, progress=_progress(args.json), chunk_runner=runner,
-                       parallelism=args.workers, adjudication=Adjudication() if args.adjudicate else None)
+    try:
+        report = run_arena(args.player_a, args.player_b, args.games, openings_path=args.openings,
+                           opening_plies=args.opening_plies, max_plies=args.max_plies, seed=args.seed, sprt=sprt,
+                           pgn_path=args.pgn, progress=_progress(args.json), chunk_runner=runner,
+                           parallelism=args.workers, adjudication=Adjudication() if args.adjudicate else None,
+                           out=args.out)
+    except KeyboardInterrupt:
+        where = f"; the same command goes on from {args.out}" if args.out else " (no --out: its games are lost)"
+        print(f"alphazero arena: stopped{where}", file=sys.stderr)
+        return 130
     print(json.dumps(report) if args.json else format_arena_report(report))
     return 0
 

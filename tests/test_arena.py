@@ -310,3 +310,109 @@ def test_one_arena_worker_plays_arena_after_arena(tmp_path) -> None:
         assert worker.match is None  # idle: the arena's networks are released
     with pytest.raises(RuntimeError, match="no arena in progress"):
         worker.play(1.0)
+
+
+def _lines(path: Path) -> list[dict]:
+    """The whole lines of a games file (a torn one skipped)."""
+    from alphazero.fileio import read_jsonl
+
+    return read_jsonl(path)
+
+
+def test_out_keeps_each_game_and_the_same_command_plays_only_the_pairs_not_complete(capsys, tmp_path) -> None:
+    """A match stopped part-way (here: its file cut after game 5, a torn line after it) goes on from its games
+    file: the stored games count and are not played again, the pair left half-done is replayed (its stored
+    game kept), the PGN holds every game; a finished match plays nothing; more --games extend it."""
+    out, pgn = tmp_path / "match.jsonl", tmp_path / "match.pgn"
+    common = ["greedy", "random", "--max-plies", "60", "--out", str(out), "--pgn", str(pgn)]
+    first = _arena(capsys, *common, "--games", "8")
+    records = _lines(out)
+    assert sorted(r["index"] for r in records) == list(range(8)) and first["games_stored"] == 0
+    assert [r["result"] for r in sorted(records, key=lambda r: r["index"])] == [g.headers["Result"] for g in _read_pgn(pgn)]
+    kept = sorted(out.read_text().splitlines(), key=lambda line: json.loads(line)["index"])[:5]
+    out.write_text("\n".join(kept) + "\n" + kept[0][:40])  # games 0-4, then a line torn by a kill
+
+    resumed = _arena(capsys, *common, "--games", "8")
+    records = _lines(out)  # the torn line is closed off, and skipped
+    assert out.read_text().splitlines()[:5] == kept
+    assert sorted(r["index"] for r in records) == list(range(8))  # game 4 not written twice
+    assert resumed["games"] == 8 and resumed["games_stored"] == 5
+    assert resumed["wins"] == sum(r["result"] == ("1-0" if r["a_is_white"] else "0-1") for r in records)
+    assert [int(g.headers["Round"]) for g in _read_pgn(pgn)] == list(range(1, 9))
+
+    again = _arena(capsys, *common, "--games", "8")
+    assert again["games_stored"] == 8 and len(out.read_text().splitlines()) == 9
+    assert {k: again[k] for k in ("wins", "draws", "losses")} == {k: resumed[k] for k in ("wins", "draws", "losses")}
+    more = _arena(capsys, *common, "--games", "12")
+    assert more["games"] == 12 and more["games_stored"] == 8
+    assert sorted(r["index"] for r in _lines(out)) == list(range(12))
+
+
+def test_out_refuses_another_matchs_games(one_line_error, capsys, tmp_path) -> None:
+    out = tmp_path / "match.jsonl"
+    _arena(capsys, "greedy", "random", "--games", "2", "--max-plies", "40", "--out", str(out))
+    error = one_line_error("arena", "random", "random", "--games", "2", "--max-plies", "40", "--out", str(out))
+    assert "holds another match (a 'greedy' there, 'random' here)" in error and "give another --out" in error
+    error = one_line_error("arena", "greedy", "random", "--games", "2", "--max-plies", "50", "--out", str(out))
+    assert "max_plies 40 there, 50 here" in error
+    out.write_text('{"format_version": 1, "index": 0}\n')
+    assert "line 1 is not an arena game record" in one_line_error("arena", "greedy", "random", "--games", "2", "--out", str(out))
+
+
+def test_a_resumed_match_hands_its_runner_only_the_pairs_not_complete(tmp_path) -> None:
+    """The parallel arena's chunks (``ChunkRunner``) cover exactly the pairs the games file lacks, each at
+    its place in the match."""
+    from alphazero.judge.match import play_chunk, run_arena
+
+    seen: list[tuple[int, int]] = []
+
+    def here(spec_a, spec_b, chunks, max_plies, seed, on_games, event, adjudication) -> bool:
+        for number, (first, openings) in enumerate(chunks):
+            seen.append((first, len(openings)))
+            if on_games(play_chunk(spec_a, spec_b, openings, first, max_plies, seed, number, event, adjudication)):
+                return True
+        return False
+
+    out = tmp_path / "match.jsonl"
+    run_arena("greedy", "random", 20, max_plies=30, out=out, chunk_runner=here, parallelism=2)
+    assert sorted(first + k for first, count in seen for k in range(count)) == list(range(10))
+    lines = out.read_text().splitlines()
+    gone = {2, 3, 4, 5, 13, 19}  # pairs 1 and 2 whole, one game of pairs 6 and 9
+    out.write_text("".join(line + "\n" for line in lines if json.loads(line)["index"] not in gone))
+    seen.clear()
+    report = run_arena("greedy", "random", 20, max_plies=30, out=out, chunk_runner=here, parallelism=2)
+    assert sorted(first + k for first, count in seen for k in range(count)) == [1, 2, 6, 9]
+    assert report["games"] == 20 and report["games_stored"] == 14
+    assert sorted(json.loads(line)["index"] for line in out.read_text().splitlines()) == list(range(20))
+
+
+def test_sigterm_stops_a_match_and_the_same_command_goes_on_from_its_games(capsys, tmp_path) -> None:
+    """A long match killed by ``kill`` / a scheduler / a session's end: exit 130 with where it goes on, every
+    finished game kept whole in its file, and the same command plays only the rest."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.runs import ENV, ROOT, wait_for
+    from tools.sessions import kill_session
+
+    out = tmp_path / "long.jsonl"
+    args = ["arena", "ab:material?depth=2", "ab:material?depth=1", "--games", "40", "--openings", str(BOOK),
+            "--max-plies", "120", "--out", str(out)]
+    command = [sys.executable, "-c", "import sys; from commands.main import main; sys.exit(main(sys.argv[1:]))", *args]
+    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        wait_for(lambda: out.exists() and len(out.read_text().splitlines()) >= 2, 120, "two games written")
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            kill_session(process)
+    assert process.returncode == 130, err[-2000:]
+    assert f"alphazero arena: stopped; the same command goes on from {out}" in err and "Traceback" not in err
+    stored = _lines(out)
+    assert 2 <= len(stored) < 40 and len(stored) == len(out.read_text().splitlines())  # every line whole
+    report = _arena(capsys, *args[1:])
+    assert report["games"] == 40 and report["games_stored"] == len(stored)
+    assert sorted(r["index"] for r in _lines(out)) == list(range(40))

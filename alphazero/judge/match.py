@@ -1,7 +1,10 @@
 """The ``alphazero arena`` command's work: a match between two player specs, and its report.
 
 Owns the statistics of one match (trinomial W/D/L, pentanomial over game pairs, an SPRT checked
-after every complete pair) and its PGN. Players come from ``alphazero.judge.players`` spec strings,
+after every complete pair), its PGN and its games file (``--out``: one JSON line per finished game,
+appended as it ends; the same command with the same file plays only the game pairs not yet complete,
+so a match stopped by a kill or a session's end goes on, and a finished one can be extended with more
+``--games``). Players come from ``alphazero.judge.players`` spec strings,
 games from ``alphazero.judge.arena.play_match``, numbers from ``alphazero.judge.elo``. It parses no
 command line (``commands.arena`` does) and never touches Ray: the parallel arena hands chunks of game
 pairs to a ``ChunkRunner`` (``workers.arena`` runs them as Ray tasks). Errors a user can fix raise
@@ -21,13 +24,15 @@ from typing import Any, Callable, Sequence, TextIO
 import numpy as np
 
 from alphazero.errors import InputError
-from alphazero.fileio import output_file
+from alphazero.fileio import append_jsonl, output_file, read_jsonl
 from alphazero.judge.arena import (
     Adjudication,
     GameResult,
+    Match,
     MatchOutcome,
     Opening,
     book_openings,
+    match_schedule,
     play_match,
     random_openings,
 )
@@ -35,6 +40,7 @@ from alphazero.judge.elo import SPRT, match_result, pentanomial, pentanomial_res
 from alphazero.judge.players import make_player
 
 PROGRESS_LINE_SECONDS = 30.0  # how often ``progress="lines"`` writes a line
+ARENA_FORMAT_VERSION = 1  # of a games file's lines (``--out``)
 
 # (spec_a, spec_b, chunks of (first_pair, openings), max_plies, seed, on_games, event, adjudication) ->
 # stopped early. Plays every chunk with ``play_chunk`` somewhere (``workers.arena.play_chunks_on_ray``),
@@ -102,6 +108,71 @@ def _shift_game(game: GameResult, offset: int) -> GameResult:
     return replace(game, index=game.index + offset, pgn=pgn)
 
 
+def game_record(game: GameResult, match: dict[str, Any]) -> dict[str, Any]:
+    """One line of a games file: the game, and the match it belongs to (``match_key``)."""
+    return {"format_version": ARENA_FORMAT_VERSION, "match": match, "index": game.index,
+            "opening": {"name": game.opening.name, "fen": game.opening.fen, "moves": list(game.opening.moves)},
+            "white": game.white, "black": game.black, "result": game.result, "termination": game.termination,
+            "plies": game.plies, "a_is_white": game.a_is_white, "time": time.time(), "pgn": game.pgn}
+
+
+def match_key(spec_a: str, spec_b: str, openings_path: str | Path | None, opening_plies: int | None,
+              max_plies: int, seed: int, adjudication: Adjudication | None) -> dict[str, Any]:
+    """What makes two matches the same match (every setting but the number of games, which may grow)."""
+    return {"a": spec_a, "b": spec_b, "openings": str(openings_path) if openings_path is not None else None,
+            "opening_plies": opening_plies, "max_plies": max_plies, "seed": seed,
+            "adjudication": None if adjudication is None else asdict(adjudication)}
+
+
+def read_games(path: str | Path, match: dict[str, Any], openings: Sequence[Opening]) -> list[GameResult]:
+    """The games of ``match`` stored in a games file (none when it does not exist), checked: each line a
+    game of this format, of this match, from the opening this match schedules at its index. A torn last
+    line (a kill while writing) is skipped; a game stored twice counts once; games past ``openings``
+    (an earlier run asked for more games) are left out."""
+    path = Path(path)
+    games: dict[int, GameResult] = {}
+    for number, record in enumerate(read_jsonl(path, "arena games file (--out)"), start=1):
+        version = record.get("format_version") if isinstance(record, dict) else None
+        if isinstance(version, int) and version > ARENA_FORMAT_VERSION:
+            raise InputError(f"{path}: line {number} was written by a newer version (format_version {version})")
+        try:
+            if version != ARENA_FORMAT_VERSION or not isinstance(record["match"], dict):
+                raise ValueError("not a game record")
+            opening = Opening(str(record["opening"]["name"]), str(record["opening"]["fen"]),
+                              tuple(str(move) for move in record["opening"]["moves"]))
+            game = GameResult(int(record["index"]), opening, str(record["white"]), str(record["black"]),
+                              str(record["result"]), str(record["termination"]), int(record["plies"]),
+                              str(record["pgn"]), bool(record["a_is_white"]))
+            if game.index < 0 or game.result not in ("1-0", "0-1", "1/2-1/2") or game.a_is_white != (game.index % 2 == 0):
+                raise ValueError("not a game record")
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{path}: line {number} is not an arena game record") from None
+        if record["match"] != match:
+            differ = ", ".join(f"{key} {record['match'].get(key)!r} there, {value!r} here" for key, value in match.items()
+                               if record["match"].get(key) != value)
+            raise InputError(f"{path}: holds another match ({differ}); give another --out")
+        pair = game.index // 2
+        if pair >= len(openings):
+            continue
+        if openings[pair] != opening:
+            raise InputError(f"{path}: game {game.index + 1} was played from opening {opening.name!r}, where this match "
+                             f"plays {openings[pair].name!r} (an opening file whose order depends on --games?); "
+                             "give another --out")
+        games.setdefault(game.index, game)
+    return [games[index] for index in sorted(games)]
+
+
+def _runs(pairs: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted pair numbers as runs of consecutive ones: ``(first, count)``."""
+    runs: list[tuple[int, int]] = []
+    for pair in pairs:
+        if runs and runs[-1][0] + runs[-1][1] == pair:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((pair, 1))
+    return runs
+
+
 class _MatchTally:
     """Games accepted so far, the PGN file they go to, and the SPRT checked after each complete pair.
 
@@ -109,14 +180,17 @@ class _MatchTally:
     order: each game is written once every game scheduled before it has been (``finish`` writes the
     rest, in order, after a stop)."""
 
-    def __init__(self, sprt: SPRT | None, pgn: TextIO | None, total_games: int, progress: str = "off") -> None:
+    def __init__(self, sprt: SPRT | None, pgn: TextIO | None, total_games: int, progress: str = "off",
+                 out: Path | None = None, match: dict[str, Any] | None = None) -> None:
         self.sprt = sprt
         self.pgn = pgn
+        self.out, self.match = out, match  # the games file and the match its lines name
         self.total_games = total_games
         self.progress = progress  # "off", "tty" (one line rewritten) or "lines" (a line now and then)
         self.last_line = time.monotonic()
         self.llr = ""
         self.games: list[GameResult] = []
+        self.indices: set[int] = set()
         self.pairs: dict[int, list[float]] = {}
         self.decided = False
         self.unwritten: dict[int, GameResult] = {}  # game index -> a game waiting for earlier rounds
@@ -131,8 +205,14 @@ class _MatchTally:
         """Write the games still waiting for an earlier round that never came (the match stopped)."""
         self._write([self.unwritten.pop(index) for index in sorted(self.unwritten)])
 
-    def add(self, game: GameResult) -> bool:
-        """Record one finished game; True once the SPRT has decided (the match should stop)."""
+    def add(self, game: GameResult, stored: bool = False) -> bool:
+        """Record one finished game (appended to the games file unless it came from there: ``stored``);
+        True once the SPRT has decided (the match should stop). A game already counted is ignored."""
+        if game.index in self.indices:
+            return self.decided
+        self.indices.add(game.index)
+        if self.out is not None and not stored:
+            append_jsonl(self.out, game_record(game, self.match or {}))
         self.games.append(game)
         self.unwritten[game.index] = game
         ready = []
@@ -147,7 +227,8 @@ class _MatchTally:
             status = self.sprt.status_pentanomial(counts)
             self.decided = status.decision is not None
             self.llr = f", LLR {status.llr:+.2f} ({status.lower_bound:+.2f}, {status.upper_bound:+.2f})"
-        self._report()
+        if not stored:
+            self._report()
         return self.decided
 
     def _report(self) -> None:
@@ -174,7 +255,8 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
               opening_plies: int | None = None, max_plies: int = 400, seed: int = 0,
               sprt: SPRT | None = None, pgn_path: str | Path | None = None,
               progress: str = "off", chunk_runner: ChunkRunner | None = None,
-              parallelism: int = 1, adjudication: Adjudication | None = None) -> dict[str, Any]:
+              parallelism: int = 1, adjudication: Adjudication | None = None,
+              out: str | Path | None = None) -> dict[str, Any]:
     """Play ``spec_a`` against ``spec_b`` and return the report (see ``arena_report``).
 
     ``adjudication``: end games the players' own scores agree on (``Adjudication``; None: play them out).
@@ -183,9 +265,10 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
 
     ``games`` (even) = 2 x openings, each opening played with both colours. With ``chunk_runner``
     chunks of game pairs are played by it (``parallelism`` of them at a time, e.g. Ray tasks);
-    otherwise one in-process ``play_match`` advances all games together. With ``sprt`` the match
+    otherwise one in-process ``Match`` advances all games together. With ``sprt`` the match
     stops as soon as the test decides (checked after each complete game pair; games still running
-    are abandoned).
+    are abandoned). ``out``: the games file; the games of this match already there count, only the
+    pairs not complete in it are played, and each game that ends is appended.
     """
     if games < 2 or games % 2:
         raise InputError(f"--games must be a positive even number (each opening is played with both colours), got {games}")
@@ -195,8 +278,11 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
         raise InputError(f"--workers must be positive, got {parallelism}")
     if pgn_path is not None:
         output_file(pgn_path, "--pgn")  # before any game: a long match must not end with nowhere to go
+    games_file = output_file(out, "--out") if out is not None else None
     pairs = games // 2
     openings = match_openings(pairs, openings_path, opening_plies, seed)
+    key = match_key(spec_a, spec_b, openings_path, opening_plies, max_plies, seed, adjudication)
+    stored = read_games(games_file, key, openings) if games_file is not None else []
     with contextlib.ExitStack() as stack:
         # Both players are built here first: a bad spec fails now, with its message, before any game.
         player_a = make_player(spec_a, seed=player_seeds(seed, 0)[0])
@@ -212,32 +298,46 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
             raise ValueError(f"progress must be off, tty or lines, got {progress!r}")
         if progress == "tty":
             stack.callback(lambda: print(file=sys.stderr))
-        tally = _MatchTally(sprt, handle, games, progress)
+        tally = _MatchTally(sprt, handle, games, progress, games_file, key)
         stack.callback(tally.finish)  # before the file closes, even when the match ends by an exception
+        for game in stored:
+            tally.add(game, stored=True)
+        done = {pair for pair, scores in tally.pairs.items() if len(scores) == 2}
+        todo = [] if tally.decided else [pair for pair in range(pairs) if pair not in done]
+        if stored and progress != "off":
+            print(f"[arena] {len(stored)} games from {games_file}; {2 * len(todo)} to play", file=sys.stderr, flush=True)
         event = f"{names[0]} vs {names[1]}"
         if chunk_runner is not None:
             player_a.close()  # the chunks build their own; these only checked the specs
             player_b.close()
-            size = max(1, min(16, math.ceil(pairs / (4 * parallelism))))
-            chunks = [(first, openings[first:first + size]) for first in range(0, pairs, size)]
+            size = max(1, min(16, math.ceil(len(todo) / (4 * parallelism))))
+            chunks = [(first, openings[first:min(first + size, start + count)])
+                      for start, count in _runs(todo) for first in range(start, start + count, size)]
 
             def accept(results: list[GameResult]) -> bool:
                 return any(tally.add(game) for game in sorted(results, key=lambda g: g.index))
 
-            chunk_runner(spec_a, spec_b, chunks, max_plies, seed, accept, event, adjudication)
-            # Games a chunk finished after the decision are not counted (as if the match had stopped there).
-            outcome = MatchOutcome(names[0], names[1], sorted(tally.games, key=lambda g: g.index),
-                                   stopped_early=len(tally.games) < games)
-        else:
-            outcome = play_match(player_a, player_b, openings, max_plies=max_plies, concurrency=min(64, games),
-                                 on_game=lambda game, _: tally.add(game), event=event, adjudication=adjudication)
-            outcome.games.sort(key=lambda g: g.index)
+            if chunks:
+                chunk_runner(spec_a, spec_b, chunks, max_plies, seed, accept, event, adjudication)
+        elif todo:
+            wanted = set(todo)
+            schedule = [entry for entry in match_schedule(openings) if entry[0] // 2 in wanted]
+            match = Match(player_a, player_b, schedule, max_plies, concurrency=min(64, len(schedule)), event=event,
+                          adjudication=adjudication)
+            while not match.done and not any([tally.add(game) for game in match.step()]):
+                pass
+        # Games finished after the decision are not counted (as if the match had stopped there).
+        outcome = MatchOutcome(names[0], names[1], sorted(tally.games, key=lambda g: g.index),
+                               stopped_early=len(tally.games) < games)
     report = arena_report(outcome, sprt)
     report["max_plies"] = max_plies
     report["adjudication"] = None if adjudication is None else asdict(adjudication)
     report["openings"] = str(openings_path) if openings_path is not None else "random"
     if pgn_path is not None:
         report["pgn"] = str(pgn_path)
+    if games_file is not None:
+        report["out"] = str(games_file)
+        report["games_stored"] = len(stored)
     return report
 
 
