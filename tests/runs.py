@@ -1,4 +1,4 @@
-"""What the end-to-end tests of training share: the ``alphazero train`` command in a session of its own,
+"""What the end-to-end tests share: an ``alphazero`` command (``train`` most of all) in a session of its own,
 waiting on what a run saves, and reading it back (``tests/test_training.py``, ``tests/test_preemption.py``).
 
 A run is started with ``start_new_session`` so that every process it starts, Ray's included, can be
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -64,6 +65,21 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
             pass
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def terminated_when(argv: list[str], ready: Callable[[], object], what: str, timeout: float = 120) -> tuple[int, str]:
+    """Run ``alphazero ARGV`` in a session of its own, send it SIGTERM once ``ready()`` holds (as ``kill``, a
+    scheduler or a session's end would), and return its exit status and stderr; it is killed if it lingers."""
+    command = [sys.executable, "-c", "import sys; from commands.main import main; sys.exit(main(sys.argv[1:]))", *argv]
+    process = start(command)
+    try:
+        wait_for(ready, timeout, what)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            kill_session(process)
+    return process.returncode, err
 
 
 def run_state(run_dir: Path) -> dict:

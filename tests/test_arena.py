@@ -389,27 +389,13 @@ def test_a_resumed_match_hands_its_runner_only_the_pairs_not_complete(tmp_path) 
 def test_sigterm_stops_a_match_and_the_same_command_goes_on_from_its_games(capsys, tmp_path) -> None:
     """A long match killed by ``kill`` / a scheduler / a session's end: exit 130 with where it goes on, every
     finished game kept whole in its file, and the same command plays only the rest."""
-    import signal
-    import subprocess
-    import sys
-
-    from tests.runs import ENV, ROOT, wait_for
-    from tools.sessions import kill_session
+    from tests.runs import terminated_when
 
     out = tmp_path / "long.jsonl"
     args = ["arena", "ab:material?depth=2", "ab:material?depth=1", "--games", "40", "--openings", str(BOOK),
             "--max-plies", "120", "--out", str(out)]
-    command = [sys.executable, "-c", "import sys; from commands.main import main; sys.exit(main(sys.argv[1:]))", *args]
-    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
-        wait_for(lambda: out.exists() and len(out.read_text().splitlines()) >= 2, 120, "two games written")
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            kill_session(process)
-    assert process.returncode == 130, err[-2000:]
+    code, err = terminated_when(args, lambda: out.exists() and len(out.read_text().splitlines()) >= 2, "two games written")
+    assert code == 130, err[-2000:]
     assert f"alphazero arena: stopped; the same command goes on from {out}" in err and "Traceback" not in err
     stored = _lines(out)
     assert 2 <= len(stored) < 40 and len(stored) == len(out.read_text().splitlines())  # every line whole

@@ -6,9 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import signal
-import subprocess
-import sys
 
 import chess
 import numpy as np
@@ -165,22 +162,12 @@ def test_label_takes_our_alpha_beta_as_labeller(tmp_path, capsys) -> None:
 def test_sigterm_stops_datagen_as_ctrl_c_does_and_the_same_command_goes_on(tmp_path, capsys) -> None:
     """``kill``, ``docker stop`` or a scheduler's SIGTERM: the games written are kept whole, exit status 130,
     and the same command continues the file (before, SIGTERM killed at once and could tear the last line)."""
-    from tests.runs import ENV, ROOT, wait_for
-    from tools.sessions import kill_session
+    from tests.runs import terminated_when
 
     out = tmp_path / "d.csv"
-    command = [sys.executable, "-c", "import sys; from commands.main import main; sys.exit(main(sys.argv[1:]))",
-               "datagen", "--player", PLAYER, "--games", "1000", "--out", str(out)]
-    process = subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
-        wait_for(lambda: len(out.read_text().splitlines()) > 20, 120, "a game written")
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            kill_session(process)
-    assert process.returncode == 130, err[-2000:]
+    code, err = terminated_when(["datagen", "--player", PLAYER, "--games", "1000", "--out", str(out)],
+                                lambda: len(out.read_text().splitlines()) > 20, "a game written")
+    assert code == 130, err[-2000:]
     assert f"interrupted; the positions in {out} are kept" in err and "Traceback" not in err
     rows = csv_rows(out)
     assert rows and all(len(row) == 8 and None not in row.values() for row in rows)
