@@ -402,3 +402,12 @@ def test_sigterm_stops_a_match_and_the_same_command_goes_on_from_its_games(capsy
     report = _arena(capsys, *args[1:])
     assert report["games"] == 40 and report["games_stored"] == len(stored)
     assert sorted(r["index"] for r in _lines(out)) == list(range(40))
+
+
+def test_an_adjudicated_match_resumes_from_its_games(capsys, tmp_path) -> None:
+    out = tmp_path / "judged.jsonl"
+    args = ["ab:material?depth=2", "ab:material?depth=1", "--openings", str(BOOK), "--max-plies", "200", "--adjudicate",
+            "--out", str(out)]
+    _arena(capsys, *args, "--games", "4")
+    more = _arena(capsys, *args, "--games", "6")
+    assert more["games_stored"] == 4 and more["games"] == 6 and len(_lines(out)) == 6

@@ -14,6 +14,7 @@ pairs to a ``ChunkRunner`` (``workers.arena`` runs them as Ray tasks). Errors a 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import sys
 import time
@@ -118,10 +119,11 @@ def game_record(game: GameResult, match: dict[str, Any]) -> dict[str, Any]:
 
 def match_key(spec_a: str, spec_b: str, openings_path: str | Path | None, opening_plies: int | None,
               max_plies: int, seed: int, adjudication: Adjudication | None) -> dict[str, Any]:
-    """What makes two matches the same match (every setting but the number of games, which may grow)."""
-    return {"a": spec_a, "b": spec_b, "openings": str(openings_path) if openings_path is not None else None,
+    """What makes two matches the same match (every setting but the number of games, which may grow), as
+    it reads back from a games file's JSON."""
+    return json.loads(json.dumps({"a": spec_a, "b": spec_b, "openings": str(openings_path) if openings_path is not None else None,
             "opening_plies": opening_plies, "max_plies": max_plies, "seed": seed,
-            "adjudication": None if adjudication is None else asdict(adjudication)}
+            "adjudication": None if adjudication is None else asdict(adjudication)}))
 
 
 def read_games(path: str | Path, match: dict[str, Any], openings: Sequence[Opening]) -> list[GameResult]:
