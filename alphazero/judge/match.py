@@ -121,9 +121,10 @@ def match_key(spec_a: str, spec_b: str, openings_path: str | Path | None, openin
               max_plies: int, seed: int, adjudication: Adjudication | None) -> dict[str, Any]:
     """What makes two matches the same match (every setting but the number of games, which may grow), as
     it reads back from a games file's JSON."""
-    return json.loads(json.dumps({"a": spec_a, "b": spec_b, "openings": str(openings_path) if openings_path is not None else None,
-            "opening_plies": opening_plies, "max_plies": max_plies, "seed": seed,
-            "adjudication": None if adjudication is None else asdict(adjudication)}))
+    key = {"a": spec_a, "b": spec_b, "openings": str(openings_path) if openings_path is not None else None,
+           "opening_plies": opening_plies, "max_plies": max_plies, "seed": seed,
+           "adjudication": None if adjudication is None else asdict(adjudication)}
+    return json.loads(json.dumps(key))
 
 
 def read_games(path: str | Path, match: dict[str, Any], openings: Sequence[Opening]) -> list[GameResult]:
