@@ -143,6 +143,36 @@ def test_a_network_players_policy_temperature_reaches_its_evaluator(tiny_net) ->
         make_player(f"mcts:{tiny_net}?pst=0")
 
 
+def test_a_network_players_mu_sets_the_material_heads_share_of_the_value(tiny_net) -> None:
+    board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
+    from alphazero.board import encoding
+    from alphazero.nets.network import load_network
+
+    heads_net = load_network(tiny_net).eval()
+    planes = torch.from_numpy(encoding.planes_from_features([encoding.board_features(board)]))
+    with torch.no_grad():
+        heads = heads_net.forward_training(planes, soft_policy=False)
+    v, m = float(heads.value[0]), float(heads.material[0])
+    assert abs(v - m) > 1e-3  # the two heads differ, so the share shows in the value
+    for mu in (0.0, 0.3, 1.0):
+        player = make_player(f"mcts:{tiny_net}?sims=8&mu={mu}")
+        value = player.evaluator.policy([board])[0][2]  # type: ignore[attr-defined]
+        assert value == pytest.approx((1 - mu) * v + mu * m, abs=1e-4)
+        assert player.choose_moves([board])[0] in board.legal_moves
+    for bad in ("1.5", "-0.1", "x"):
+        with pytest.raises(ValueError, match="mu must be in \\[0, 1\\]"):
+            make_player(f"mcts:{tiny_net}?mu={bad}")
+
+
+def test_mu_needs_a_material_head(tmp_path) -> None:
+    path = tmp_path / "plain.pt"
+    save_network(PolicyValueNet(NetworkConfig(blocks=1, channels=8, policy_channels=8, value_hidden=16, material_head=False,
+                                              material_utility=0.0)), path)
+    with pytest.raises(ValueError, match="mu needs a network with a material head"):
+        make_player(f"mcts:{path}?mu=0.5")
+    assert make_player(f"mcts:{path}?sims=4&mu=0").choose_moves([chess.Board()])[0] in chess.Board().legal_moves
+
+
 @pytest.mark.parametrize("query, key", [("sims=1&sims=2", "sims"), ("sims=1&nodes=2", "nodes"), ("cpuct=1&c_puct=2", "c_puct")])
 def test_a_repeated_network_parameter_is_named(tiny_net, query, key) -> None:
     with pytest.raises(ValueError, match=f"{key} is given twice"):

@@ -7,7 +7,9 @@ spec                                                      player
                                                           M: 1, the default, finds mates in one, 0 not:
                                                           ``SearchConfig.mate_in_one``; T: the policy
                                                           temperature, ``SearchConfig.policy_temperature``,
-                                                          1 by default); PATH a network
+                                                          1 by default; ``mu=U``: the material head's share
+                                                          of the value the search reads, in place of the
+                                                          network's ``material_utility``); PATH a network
                                                           file or a run directory (its current best network);
                                                           also ``backend=torch|onnx``, ``precision=fp32|bf16|
                                                           fp16``, ``channels_last=0|1`` (``SearchConfig``)
@@ -286,6 +288,7 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
         if kind == "policy" and params:
             raise InputError(f"player spec {spec!r}: policy takes no parameters")
         changes: dict = {}
+        material_utility: float | None = None
         for key, value in params.items():
             if (key in ("sims", "nodes") and "num_simulations" in changes) or (key in ("cpuct", "c_puct") and "c_puct" in changes):
                 raise InputError(f"player spec {spec!r}: {key} is given twice (sims and nodes, cpuct and c_puct "
@@ -306,9 +309,16 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 changes[key] = value
             elif key == "pst":
                 changes["policy_temperature"] = float(_number(spec, key, value, float))
+            elif key == "mu":
+                try:
+                    material_utility = float(value)
+                except ValueError:
+                    material_utility = float("nan")
+                if not 0.0 <= material_utility <= 1.0:
+                    raise InputError(f"player spec {spec!r}: mu must be in [0, 1], got {value!r}")
             else:
                 raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm, mates, "
-                                 "pst, backend, precision, channels_last)")
+                                 "pst, mu, backend, precision, channels_last)")
         from dataclasses import replace
 
         try:
@@ -319,6 +329,10 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
             net = load_network(resolve_network_path(path))
         except UserError as error:
             raise InputError(f"player spec {spec!r}: {error}") from None
+        if material_utility is not None:
+            if material_utility > 0 and not net.config.material_head:
+                raise InputError(f"player spec {spec!r}: mu needs a network with a material head ({path} has none)")
+            net.config = replace(net.config, material_utility=material_utility)
         if kind == "policy":
             return PolicyPlayer(net, name=spec, device=device, backend=search.backend if search else "auto")
         return MCTSPlayer(net, config, name=spec, device=device)
