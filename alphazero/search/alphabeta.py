@@ -13,13 +13,14 @@ score 0. A first repetition counts as a draw inside the search, the usual engine
 Per node: transposition-table probe (cut-offs at non-PV nodes only), check extension, the static
 evaluation (kept by ply in ``evals`` for the "improving" test), reverse futility, null-move
 pruning, legal moves ordered TT move > captures by MVV/LVA and queen promotions > two killers >
-history (under-promotions last), futility and late-move pruning of quiet moves, PVS with late-move
-reductions, and at depth 0 a quiescence search over captures and queen promotions (all moves when
-in check) with stand-pat, skipping captures that lose material by static exchange evaluation
-(``see``). Each of these techniques is a bit of ``info[I_OPTIONS]`` (``TECHNIQUES``), so one
-compiled search plays every variant an SPRT compares; some are off by default (``DEFAULT_TECHNIQUES``
-has those that passed one): late-move pruning, the improving flag, SEE ordering, the history malus,
-internal iterative reduction and a null-move reduction that grows with depth.
+history > captures that lose material by SEE (under-promotions last), futility and late-move
+pruning of quiet moves, PVS with late-move reductions, and at depth 0 a quiescence search over
+captures and queen promotions (all moves when in check) with stand-pat, skipping captures that
+lose material by static exchange evaluation (``see``). Each of these techniques is a bit of
+``info[I_OPTIONS]`` (``TECHNIQUES``), so one compiled search plays every variant an SPRT compares;
+some are off by default (``DEFAULT_TECHNIQUES`` has those that passed one): late-move pruning, the
+improving flag, the history malus, internal iterative reduction and a null-move reduction that grows
+with depth.
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -120,7 +121,7 @@ TECHNIQUES = {
     "iir": OPT_IIR,  # internal iterative reduction: a node of depth >= 4 with no hash move searches one ply less
     "nmpdepth": OPT_NULL_MOVE_DEPTH,  # the null move's reduction grows with depth and with the margin over beta
 }
-DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee"})
+DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee", "seeorder"})
 
 # Margins of the shallow-depth pruning, centipawns (PeSTO's scale: a pawn is about 100).
 PRUNE_DEPTH = 6  # reverse futility, futility and late-move pruning act at depth <= this
