@@ -8,10 +8,11 @@ import chess
 import pytest
 import torch
 
+from alphazero.board import encoding
 from alphazero.board.game import MATE_CP
 from alphazero.config import NetworkConfig
 from alphazero.judge.players import make_player
-from alphazero.nets.network import PolicyValueNet, save_network
+from alphazero.nets.network import PolicyValueNet, load_network, save_network
 from commands.main import main
 
 # Installed by .ci/run (apt-get install stockfish); a missing engine fails these tests, never skips them.
@@ -145,9 +146,6 @@ def test_a_network_players_policy_temperature_reaches_its_evaluator(tiny_net) ->
 
 def test_a_network_players_mu_sets_the_material_heads_share_of_the_value(tiny_net) -> None:
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
-    from alphazero.board import encoding
-    from alphazero.nets.network import load_network
-
     heads_net = load_network(tiny_net).eval()
     planes = torch.from_numpy(encoding.planes_from_features([encoding.board_features(board)]))
     with torch.no_grad():
