@@ -5,6 +5,7 @@ import chess
 import pytest
 
 from alphazero.bench.positions import MIDDLEGAMES
+from alphazero.board import kernel as K
 from alphazero.board.position import Position, move_from_chess
 from alphazero.search import alphabeta as A
 from alphazero.search.ab_player import parse_ab_spec
@@ -122,9 +123,11 @@ def test_each_pruning_shrinks_the_tree_and_check_extension_grows_it():
         assert _nodes_to_depth({name: True}) < 0.9 * _nodes_to_depth({name: False}), name
     assert _nodes_to_depth({"checkext": False}) < _nodes_to_depth({"checkext": True})
     assert _nodes_to_depth({"seeorder": True}) != _nodes_to_depth({"seeorder": False})  # another order, another tree
-    for name in ("iir", "nmpdepth"):  # a ply less where no move is known; a deeper null-move search cut
+    for name in ("iir", "nmpdepth", "qtt"):  # a ply less where no move is known; a deeper null-move cut;
+        # quiescence nodes answered by the table
         assert _nodes_to_depth({name: True}) < _nodes_to_depth({name: False}), name
     assert _nodes_to_depth({"histmalus": True}) != _nodes_to_depth({"histmalus": False})  # another order
+    assert _nodes_to_depth({"conthist": True}) != _nodes_to_depth({"conthist": False})  # another order
     # "improving" only changes the others: more pruning where the evaluation did not improve
     pruned = {"rfp": True, "lmp": True}
     assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth({**pruned, "improving": False})
@@ -148,3 +151,65 @@ def test_the_command_line_help_names_every_technique():
     from commands.options import PLAYER_SPECS
 
     assert "TECHNIQUE: " + ", ".join(TECHNIQUES) + ")" in PLAYER_SPECS
+
+
+def _after(*ucis):
+    position = Position.from_board(chess.Board())
+    for uci in ucis:
+        position.push(move_from_chess(chess.Move.from_uci(uci)))
+    return position
+
+
+def test_continuations_name_the_last_two_moves_pieces_where_they_stand():
+    """``conthist``'s rows: (piece code, square) of the opponent's last move and of our move before it;
+    none at the start, after a null move, or where the piece that moved two plies ago was taken since."""
+    def row(position, square):
+        return int(position.sq[square]) * 64 + square
+
+    position = _after("e2e4", "e7e5")
+    assert A._continuations(position.sq, position.st, position.undo) == (row(position, chess.E5), row(position, chess.E4))
+    assert position.sq[chess.E5] != position.sq[chess.E4]  # a black pawn, a white pawn: other rows
+    start = _after()
+    assert A._continuations(start.sq, start.st, start.undo) == (-1, -1)
+    taken = _after("e2e4", "d7d5", "e4d5")  # Black's d-pawn, which moved two plies ago, is gone
+    assert A._continuations(taken.sq, taken.st, taken.undo) == (row(taken, chess.D5), -1)
+    passed = _after("e2e4", "e7e5")
+    K.make_null(passed.st, passed.keys, passed.undo)
+    assert A._continuations(passed.sq, passed.st, passed.undo) == (-1, row(passed, chess.E5))
+
+
+def test_histories_stay_bounded_and_learn_the_cuts():
+    """With ``conthist`` every history moves by gravity: after deep searches of busy middlegames each
+    value is within +-HISTORY_MAX (the continuation tables fit int16); cuts raise values, and only
+    with ``histmalus`` do the quiet moves searched before a cut go below 0."""
+    for malus in (True, False):
+        search = AlphaBeta(tt_mb=4, techniques={"conthist": True, "histmalus": malus})
+        for fen in MIDDLEGAMES[:4]:
+            search.search(chess.Board(fen), depth=7)
+        for table in (search.history, search.cont):
+            assert -A.HISTORY_MAX <= table.min() and 0 < table.max() <= A.HISTORY_MAX
+            assert (table.min() < 0) == malus
+    plain = AlphaBeta(tt_mb=4)  # off: the continuation tables are never written
+    plain.search(chess.Board(MIDDLEGAMES[0]), depth=7)
+    assert not plain.cont.any() and plain.history.min() >= 0
+
+
+def test_quiescence_answers_from_the_table_with_qtt():
+    """With ``qtt`` a quiescence search stores its result, and the same null-window search again is
+    answered by the table at its first node, with the same score; without it the whole search is redone."""
+    fen = "r3k2r/p1ppqpb1/bn2pnp1/3PN3/1p2P3/2N2Q1p/PPPBBPPP/R3K2R w KQkq - 0 1"  # Kiwipete: captures everywhere
+    for on in (True, False):
+        engine = AlphaBeta(tt_mb=1, techniques={"qtt": on})
+        position = Position.from_fen(fen)
+        A.eval_root(engine.info[A.I_EVAL], position.bb, position.sq, position.st, position.keys, engine.params, engine.acc)
+        engine.info[A.I_NODE_LIMIT] = 10**9
+        counts, scores = [], []
+        for _ in range(2):
+            before = engine.info[A.I_QNODES]
+            scores.append(A.quiesce(position.bb, position.sq, position.st, position.keys, position.undo, engine.moves,
+                                    engine.order, engine.tt, engine.pv_len, engine.info, engine.params, engine.acc,
+                                    199, 200, 1))
+            counts.append(engine.info[A.I_QNODES] - before)
+        assert scores[0] == scores[1] and counts[0] > 5, (on, scores, counts)
+        assert counts[1] == (1 if on else counts[0]), (on, counts)
+        assert position.fen() == fen

@@ -19,8 +19,9 @@ captures and queen promotions (all moves when in check) with stand-pat, skipping
 lose material by static exchange evaluation (``see``). Each of these techniques is a bit of
 ``info[I_OPTIONS]`` (``TECHNIQUES``), so one compiled search plays every variant an SPRT compares;
 some are off by default (``DEFAULT_TECHNIQUES`` has those that passed one): late-move pruning, the
-improving flag, the history malus, internal iterative reduction and a null-move reduction that grows
-with depth.
+improving flag, the history malus, internal iterative reduction, a null-move reduction that grows
+with depth, and continuation histories (``conthist``: quiet moves also ordered by what followed the
+opponent's last move and our move before it, in ``cont``, every history updated by "gravity").
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -35,8 +36,9 @@ the search may play, ``info[I_ROOT_MOVES]`` of them, 0 meaning all: ``searchmove
 MultiPV after the first), ``order`` [P, MAX_MOVES] int32 (their ordering scores),
 ``pv`` [P, P] int32 and ``pv_len`` [P] int64 (triangular principal variation), ``evals`` [P] int64
 (static evaluation by ply, ``NO_EVAL`` at a node in check), ``killers`` [P, 2]
-int32, ``history`` [2, 64, 64] int32 (side, from, to), ``info`` [INFO_SIZE] int64 (counters, limits,
-options; ``I_*`` below).
+int32, ``history`` [2, 64, 64] int32 (side, from, to), ``cont`` [2, 768, 768] int16 (``conthist``'s
+tables: one and two plies back; rows (piece code, destination) of that move, columns those of the
+move scored), ``info`` [INFO_SIZE] int64 (counters, limits, options; ``I_*`` below).
 
 Stops: on depth (the driver's loop), on nodes (checked at every node), on time (``monotonic_ns``
 against the deadline in ``info`` every 1024 nodes, inside compiled code), and on ``info[I_ABORT]``
@@ -101,7 +103,8 @@ MATE_BOUND = MATE - MAX_PLY
 INFO_SIZE = 16
 ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
 (OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING,
- OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH) = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048
+ OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH, OPT_CONT_HIST, OPT_QSEARCH_TT) = (
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 # The search's switchable techniques (``AlphaBeta(techniques=...)``, ``ab:`` spec keys), each a bit of
 # ``info[I_OPTIONS]``. DEFAULT_TECHNIQUES are those on unless a caller says otherwise: each one kept
@@ -117,9 +120,11 @@ TECHNIQUES = {
     "qsee": OPT_QSEE,  # quiescence skips captures that lose material by static exchange evaluation
     "improving": OPT_IMPROVING,  # prune and reduce more where the static evaluation fell since our last move
     "seeorder": OPT_SEE_ORDER,  # captures that lose material by static exchange are tried after the quiet moves
-    "histmalus": OPT_HISTORY_MALUS,  # a quiet cut also lowers the history of the quiet moves searched before it
+    "histmalus": OPT_HISTORY_MALUS,  # a quiet cut also lowers the histories of the quiet moves searched before it
     "iir": OPT_IIR,  # internal iterative reduction: a node of depth >= 4 with no hash move searches one ply less
     "nmpdepth": OPT_NULL_MOVE_DEPTH,  # the null move's reduction grows with depth and with the margin over beta
+    "conthist": OPT_CONT_HIST,  # quiet moves ordered by continuation histories too, every history kept by gravity
+    "qtt": OPT_QSEARCH_TT,  # quiescence probes the transposition table (cuts at non-PV nodes, its move first) and stores
 }
 DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee", "seeorder"})
 
@@ -146,8 +151,13 @@ _KILLER = 1 << 25
 _HISTORY_CAP = 1 << 24
 _UNDER_PROMOTION = -(1 << 20)
 _BAD_CAPTURE = -(1 << 16)  # after every quiet move (history >= 0), before under-promotions
-_PRUNED = -(1 << 29)  # ``order`` of a move pruned unsearched (``histmalus`` passes it by)
+_PRUNED = -(1 << 29)  # ``order`` of a move pruned unsearched (the history maluses pass it by)
 IIR_DEPTH = 4  # internal iterative reduction acts from this depth
+# ``conthist``: histories kept by "gravity" (each update moves a value by ``bonus`` scaled down as it
+# nears +-HISTORY_MAX, so no table outgrows the others or needs halving); the three together stay
+# above ``_BAD_CAPTURE``.
+HISTORY_MAX = 16384
+PIECE_SQUARES = 12 * 64  # rows and columns of a continuation table: (piece code, destination)
 
 # Late-move reductions by [depth, move index]: the usual log * log shape.
 LMR_TABLE = np.zeros((64, 64), np.int64)
@@ -368,8 +378,82 @@ def see_ge(bb, sq, st, move, threshold):
     return res == 1
 
 
+@njit(cache=True, inline="always")
+def _gravity(value, bonus):
+    """A history value moved by ``bonus`` (signed), the step shrinking as the value nears its bound."""
+    return value + bonus - value * abs(bonus) // HISTORY_MAX
+
+
 @njit(cache=True)
-def _score_moves(bb, sq, st, moves, order, n, hash_move, killers, history, ply, see_order):
+def _continuations(sq, st, undo):
+    """``(c1, c2)``: the (piece, destination) rows of ``cont`` for the opponent's last move and our
+    move before it, as the pieces stand now (-1 where there is none: the game's start, a null move,
+    a piece taken since, or the square left empty by castling or en passant)."""
+    c1 = -1
+    c2 = -1
+    to1 = -1
+    ply = st[ST_PLY]
+    if ply >= 1 and undo[ply - 1, U_MOVE] != NO_MOVE:
+        to1 = (undo[ply - 1, U_MOVE] >> 6) & 63
+        if sq[to1] != EMPTY:
+            c1 = sq[to1] * 64 + to1
+    if ply >= 2 and undo[ply - 2, U_MOVE] != NO_MOVE:
+        to2 = (undo[ply - 2, U_MOVE] >> 6) & 63
+        if to2 != to1 and sq[to2] != EMPTY:
+            c2 = sq[to2] * 64 + to2
+    return c1, c2
+
+
+@njit(cache=True, inline="always")
+def _quiet_score(sq, side, move, history, cont, c1, c2):
+    """The ordering score of a quiet move: its history, plus its continuation histories when known."""
+    start = move & 63
+    end = (move >> 6) & 63
+    score = np.int64(history[side, start, end])
+    column = sq[start] * 64 + end
+    if c1 >= 0:
+        score += cont[0, c1, column]
+    if c2 >= 0:
+        score += cont[1, c2, column]
+    return score
+
+
+@njit(cache=True)
+def _update_quiet(sq, side, move, bonus, history, cont, c1, c2):
+    """``conthist``'s update of a quiet move's histories by ``bonus`` (negative: a malus)."""
+    start = move & 63
+    end = (move >> 6) & 63
+    history[side, start, end] = _gravity(np.int64(history[side, start, end]), bonus)
+    column = sq[start] * 64 + end
+    if c1 >= 0:
+        cont[0, c1, column] = _gravity(np.int64(cont[0, c1, column]), bonus)
+    if c2 >= 0:
+        cont[1, c2, column] = _gravity(np.int64(cont[1, c2, column]), bonus)
+
+
+@njit(cache=True)
+def _update_history(sq, st, side, move, depth, i, row_moves, row_order, history, malus):
+    """The plain history's update at a quiet cut: depth^2 up for ``move`` (the ``i``-th searched),
+    and with ``malus`` down (floored at 0) for the quiet moves searched before it; all halved once
+    one reaches ``_HISTORY_CAP``."""
+    start = move & 63
+    end = (move >> 6) & 63
+    history[side, start, end] += depth * depth
+    if malus:  # the quiet moves searched before it did not cut
+        for j in range(i):
+            earlier = row_moves[j]
+            if row_order[j] != _PRUNED and _tactical_value(sq, st, earlier) == 0:
+                frm, to = earlier & 63, (earlier >> 6) & 63
+                history[side, frm, to] = max(0, history[side, frm, to] - depth * depth)
+    if history[side, start, end] >= _HISTORY_CAP:
+        for a in range(2):
+            for b in range(64):
+                for c in range(64):
+                    history[a, b, c] //= 2
+
+
+@njit(cache=True)
+def _score_moves(bb, sq, st, moves, order, n, hash_move, killers, history, cont, c1, c2, ply, see_order):
     side = st[ST_SIDE]
     for i in range(n):
         move = moves[i]
@@ -388,7 +472,7 @@ def _score_moves(bb, sq, st, moves, order, n, hash_move, killers, history, ply, 
         elif move == killers[ply, 1]:
             order[i] = _KILLER - 1
         else:
-            order[i] = history[side, move & 63, (move >> 6) & 63]
+            order[i] = _quiet_score(sq, side, move, history, cont, c1, c2)
 
 
 @njit(cache=True, inline="always")
@@ -405,7 +489,7 @@ def _pick(moves, order, i, n):
 
 
 @njit(cache=True)
-def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alpha, beta, ply):
+def quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc, alpha, beta, ply):
     """Quiescence: stand pat, then captures and queen promotions (every move when in check)."""
     pv_len[ply] = ply
     if _poll(info):
@@ -416,6 +500,21 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
     kind = info[I_EVAL]
     if ply >= MAX_PLY - 1:
         return evaluate(kind, bb, sq, st, keys, ply, params, acc)
+    use_tt = (info[I_OPTIONS] & OPT_QSEARCH_TT) != 0
+    key = keys[st[ST_PLY]]
+    hash_move = NO_MOVE
+    if use_tt:
+        row = tt_probe(tt, key)
+        if row >= 0:
+            data = tt[row, 1]
+            hash_move = tt_move(data)
+            if beta - alpha == 1:  # every stored depth is >= a quiescence node's 0
+                score = _from_tt(tt_score(data), ply)
+                bound = tt_bound(data)
+                if bound == BOUND_EXACT or (bound == BOUND_LOWER and score >= beta) or \
+                        (bound == BOUND_UPPER and score <= alpha):
+                    return score
+    alpha_start = alpha
     checked = in_check(bb, st)
     if checked:
         best = -MATE + ply
@@ -425,6 +524,8 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
     else:
         best = evaluate(kind, bb, sq, st, keys, ply, params, acc)
         if best >= beta:
+            if use_tt:
+                tt_store(tt, key, NO_MOVE, _to_tt(best, ply), 0, BOUND_LOWER, info[I_AGE])
             return best
         if best > alpha:
             alpha = best
@@ -433,14 +534,15 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
     row_order = order[ply]
     for i in range(n):
         value = _tactical_value(sq, st, row_moves[i])
-        row_order[i] = value + (_TACTICAL if value > 0 else 0)
+        row_order[i] = _TT_SCORE if row_moves[i] == hash_move else value + (_TACTICAL if value > 0 else 0)
+    best_move = NO_MOVE
     prune_losing = not checked and (info[I_OPTIONS] & OPT_QSEE) != 0
     for i in range(n):
         move = _pick(row_moves, row_order, i, n)
         if prune_losing and not see_ge(bb, sq, st, move, 0):
             continue  # a capture that loses material cannot lift the score above standing pat
         make_move(bb, sq, st, keys, undo, move)
-        score = -quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, -beta, -alpha, ply + 1)
+        score = -quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc, -beta, -alpha, ply + 1)
         unmake_move(bb, sq, st, undo)
         if info[I_STOPPED]:
             return 0
@@ -448,20 +550,24 @@ def quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alp
             best = score
             if score > alpha:
                 alpha = score
+                best_move = move
                 if score >= beta:
                     break
+    if use_tt:
+        bound = BOUND_LOWER if best >= beta else BOUND_EXACT if best > alpha_start else BOUND_UPPER
+        tt_store(tt, key, best_move, _to_tt(best, ply), 0, bound, info[I_AGE])
     return best
 
 
 @njit(cache=True)
-def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info, params, acc,
+def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info, params, acc,
             depth, alpha, beta, ply):
     """Principal variation search to ``depth`` plies (fail-soft); the root is ``ply`` 0.
 
     Recursive calls pass no literal arguments: numba compiles a literal (``True``, ``1``) in a
     recursive call as its own specialisation, and a cached one then fails to load."""
     if depth <= 0 and not in_check(bb, st):
-        return quiesce(bb, sq, st, keys, undo, moves, order, pv_len, info, params, acc, alpha, beta, ply)
+        return quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc, alpha, beta, ply)
     pv_len[ply] = ply
     if _poll(info):
         return 0
@@ -530,7 +636,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         else:
             reduction = 3 if depth >= 6 else 2
         make_null(st, keys, undo)
-        score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+        score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
                          params, acc, depth - 1 - reduction, -beta, -beta + 1, ply + 1)
         unmake_null(st, undo)
         if info[I_STOPPED]:
@@ -548,7 +654,12 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
         n = _keep_allowed(moves[ply], n, moves[ROOT_ROW], info[I_ROOT_MOVES])
     row_moves = moves[ply]
     row_order = order[ply]
-    _score_moves(bb, sq, st, row_moves, row_order, n, hash_move, killers, history, ply,
+    use_cont = (options & OPT_CONT_HIST) != 0
+    c1 = -1
+    c2 = -1
+    if use_cont:
+        c1, c2 = _continuations(sq, st, undo)
+    _score_moves(bb, sq, st, row_moves, row_order, n, hash_move, killers, history, cont, c1, c2, ply,
                  (options & OPT_SEE_ORDER) != 0)
 
     # Quiet moves that do not give check are skipped, after the first move, at a shallow node whose
@@ -573,7 +684,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
             row_order[i] = _PRUNED
             continue
         if i == 0:
-            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
                              params, acc, depth - 1, -beta, -alpha, ply + 1)
         else:
             reduction = 0
@@ -586,13 +697,13 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
                     reduction += 1
                 if reduction > depth - 2:
                     reduction = depth - 2
-            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
                              params, acc, depth - 1 - reduction, -alpha - 1, -alpha, ply + 1)
             if score > alpha and reduction > 0:
-                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
                                  params, acc, depth - 1, -alpha - 1, -alpha, ply + 1)
             if score > alpha and score < beta:
-                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
                                  params, acc, depth - 1, -beta, -alpha, ply + 1)
         unmake_move(bb, sq, st, undo)
         if info[I_STOPPED]:
@@ -612,20 +723,17 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_l
                         if killers[ply, 0] != move:
                             killers[ply, 1] = killers[ply, 0]
                             killers[ply, 0] = move
-                        start = move & 63
-                        end = (move >> 6) & 63
-                        history[side, start, end] += depth * depth
-                        if options & OPT_HISTORY_MALUS:  # the quiet moves searched before it did not cut
-                            for j in range(i):
-                                earlier = row_moves[j]
-                                if row_order[j] != _PRUNED and _tactical_value(sq, st, earlier) == 0:
-                                    frm, to = earlier & 63, (earlier >> 6) & 63
-                                    history[side, frm, to] = max(0, history[side, frm, to] - depth * depth)
-                        if history[side, start, end] >= _HISTORY_CAP:
-                            for a in range(2):
-                                for b in range(64):
-                                    for c in range(64):
-                                        history[a, b, c] //= 2
+                        if use_cont:  # the cut's move up (with ``histmalus`` the quiet moves before it down)
+                            bonus = min(16 * depth * depth + 64 * depth, 1600) if depth > 0 else 16
+                            _update_quiet(sq, side, move, bonus, history, cont, c1, c2)
+                            if options & OPT_HISTORY_MALUS:
+                                for j in range(i):
+                                    earlier = row_moves[j]
+                                    if row_order[j] != _PRUNED and _tactical_value(sq, st, earlier) == 0:
+                                        _update_quiet(sq, side, earlier, -bonus, history, cont, c1, c2)
+                        else:
+                            _update_history(sq, st, side, move, depth, i, row_moves, row_order, history,
+                                            (options & OPT_HISTORY_MALUS) != 0)
                     break
 
     if best >= beta:
@@ -655,7 +763,7 @@ def _keep_allowed(row, n, allowed, count):
 
 
 @njit(cache=True, nogil=True)
-def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
                      params, acc, depth, previous, window):
     """One iteration of iterative deepening from the root: an aspiration window of ``window``
     centipawns around ``previous`` (from depth 4, not around mates), widened on each failure."""
@@ -667,7 +775,7 @@ def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history,
         beta = min(previous + delta, INF)
     root = np.int64(0)  # a typed zero: a literal 0 would compile (and mis-cache) a specialisation
     while True:
-        score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, pv, pv_len, evals, info,
+        score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
                         params, acc, depth, alpha, beta, root)
         if info[I_STOPPED]:
             return score
@@ -777,6 +885,8 @@ class AlphaBeta:
         self.pv_len = np.zeros(MAX_PLY, np.int64)  # [P]
         self.killers = np.zeros((MAX_PLY, 2), np.int32)  # [P, 2]
         self.history = np.zeros((2, 64, 64), np.int32)  # [side, from, to]
+        # [2, 768, 768] (1 ply back, 2 plies back; (piece, to) then, (piece, to) now): ``conthist``'s tables
+        self.cont = np.zeros((2, PIECE_SQUARES, PIECE_SQUARES), np.int16)
         self.evals = np.zeros(MAX_PLY, np.int64)  # [P] static evaluation by ply (NO_EVAL in check)
         self.techniques = technique_set(techniques)
         self.info[I_OPTIONS] = sum(TECHNIQUES[name] for name in self.techniques)
@@ -805,6 +915,7 @@ class AlphaBeta:
         """Forget everything learnt (a new game)."""
         self.tt[:] = 0
         self.history[:] = 0
+        self.cont[:] = 0
         self.killers[:] = 0
         self.acc[3][:] = 0  # the evaluation cache (nnue_eval): a new game measures from empty tables
 
@@ -867,6 +978,8 @@ class AlphaBeta:
         info[I_AGE] = (info[I_AGE] + 1) & 255
         self.killers[:] = 0
         self.history //= 4  # keep the shape of the last search, not its weight
+        if "conthist" in self.techniques:
+            self.cont //= 2
         p = position
         eval_root(info[I_EVAL], p.bb, p.sq, p.st, p.keys, self.params, self.acc)
 
@@ -885,7 +998,7 @@ class AlphaBeta:
                     info[I_ROOT_MOVES] = len(allowed) if (searchmoves or k > 0) else 0
                     info[I_SELDEPTH] = 0
                     score = search_iteration(p.bb, p.sq, p.st, p.keys, p.undo, self.moves, self.order, self.tt,
-                                             self.killers, self.history, self.pv, self.pv_len, self.evals, info,
+                                             self.killers, self.history, self.cont, self.pv, self.pv_len, self.evals, info,
                                              self.params, self.acc, iteration, scores[k], self.window)
                     if info[I_STOPPED]:
                         break
