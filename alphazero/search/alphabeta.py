@@ -21,7 +21,8 @@ lose material by static exchange evaluation (``see``). Each of these techniques 
 some are off by default (``DEFAULT_TECHNIQUES`` has those that passed one): late-move pruning, the
 improving flag, the history malus, internal iterative reduction, a null-move reduction that grows
 with depth, and continuation histories (``conthist``: quiet moves also ordered by what followed the
-opponent's last move and our move before it, in ``cont``, every history updated by "gravity").
+opponent's last move and our move before it, in ``cont``, every history updated by "gravity") and
+a quiescence that probes and stores the transposition table (``qtt``).
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
