@@ -433,20 +433,26 @@ def _update_quiet(sq, side, move, bonus, history, cont, c1, c2):
 
 
 @njit(cache=True)
-def _update_history(sq, st, side, move, depth, i, row_moves, row_order, history, malus):
-    """The plain history's update at a quiet cut: depth^2 up for ``move`` (the ``i``-th searched),
-    and with ``malus`` down (floored at 0) for the quiet moves searched before it; all halved once
-    one reaches ``_HISTORY_CAP``."""
-    start = move & 63
-    end = (move >> 6) & 63
-    history[side, start, end] += depth * depth
+def _update_histories(sq, st, side, move, depth, i, row_moves, row_order, history, cont, c1, c2, gravity, malus):
+    """The histories' update at a quiet cut by ``move`` (the ``i``-th searched). With ``gravity``
+    (``conthist``) every history of the move goes up by a bonus and, with ``malus``, those of the quiet
+    moves searched before it down by as much; without, the plain history goes up by depth^2 and, with
+    ``malus``, theirs down (floored at 0), all halved once one reaches ``_HISTORY_CAP``."""
+    bonus = (min(16 * depth * depth + 64 * depth, 1600) if depth > 0 else 16) if gravity else depth * depth
+    if gravity:
+        _update_quiet(sq, side, move, bonus, history, cont, c1, c2)
+    else:
+        history[side, move & 63, (move >> 6) & 63] += bonus
     if malus:  # the quiet moves searched before it did not cut
         for j in range(i):
             earlier = row_moves[j]
             if row_order[j] != _PRUNED and _tactical_value(sq, st, earlier) == 0:
-                frm, to = earlier & 63, (earlier >> 6) & 63
-                history[side, frm, to] = max(0, history[side, frm, to] - depth * depth)
-    if history[side, start, end] >= _HISTORY_CAP:
+                if gravity:
+                    _update_quiet(sq, side, earlier, -bonus, history, cont, c1, c2)
+                else:
+                    frm, to = earlier & 63, (earlier >> 6) & 63
+                    history[side, frm, to] = max(0, history[side, frm, to] - bonus)
+    if not gravity and history[side, move & 63, (move >> 6) & 63] >= _HISTORY_CAP:
         for a in range(2):
             for b in range(64):
                 for c in range(64):
@@ -724,17 +730,8 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv
                         if killers[ply, 0] != move:
                             killers[ply, 1] = killers[ply, 0]
                             killers[ply, 0] = move
-                        if use_cont:  # the cut's move up (with ``histmalus`` the quiet moves before it down)
-                            bonus = min(16 * depth * depth + 64 * depth, 1600) if depth > 0 else 16
-                            _update_quiet(sq, side, move, bonus, history, cont, c1, c2)
-                            if options & OPT_HISTORY_MALUS:
-                                for j in range(i):
-                                    earlier = row_moves[j]
-                                    if row_order[j] != _PRUNED and _tactical_value(sq, st, earlier) == 0:
-                                        _update_quiet(sq, side, earlier, -bonus, history, cont, c1, c2)
-                        else:
-                            _update_history(sq, st, side, move, depth, i, row_moves, row_order, history,
-                                            (options & OPT_HISTORY_MALUS) != 0)
+                        _update_histories(sq, st, side, move, depth, i, row_moves, row_order, history, cont, c1, c2,
+                                          use_cont, (options & OPT_HISTORY_MALUS) != 0)
                     break
 
     if best >= beta:
