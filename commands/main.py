@@ -32,12 +32,13 @@ from commands import (
     pretrain,
     puzzles,
     ratings,
+    review,
     tournament,
     train,
     uci,
 )
 
-COMMANDS = (train, bench, diagnose, uci, arena, tournament, ladder, ratings, puzzles, play, label, datagen, pretrain, nnue, export)
+COMMANDS = (train, bench, diagnose, uci, arena, tournament, ladder, ratings, review, puzzles, play, label, datagen, pretrain, nnue, export)
 """The subcommands, in the order ``alphazero --help`` lists them; each has ``add_parser(sub)``."""
 
 
