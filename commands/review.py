@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "0.3 off the mover's winning chances (Lichess's fit of centipawns) is an inaccuracy, a mistake or a "
                     "blunder. One row per player over all the games, both colours together.")
     parser.add_argument("games", nargs="+", metavar="FILE",
-                        help="games: an arena --out file (.jsonl) or PGN; book plies are not graded")
+                        help="games: an arena or ladder --out file (.jsonl) or PGN; book plies are not graded")
     parser.add_argument("--engine", default=None, metavar="COMMAND",
                         help="the UCI engine (default: stockfish, /usr/games/stockfish); one thread a process")
     parser.add_argument("--depth", type=int, default=None, help="search depth a position (default 10)")

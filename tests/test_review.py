@@ -201,4 +201,16 @@ def test_bad_input_is_one_line_and_exit_2(capsys, one_line_error, tmp_path: Path
     assert "give another --out" in one_line_error("review", str(games), "--engine", engine, "--out", str(out), "--depth", "5")
     torn = tmp_path / "arena.jsonl"
     torn.write_text('{"format_version": 1, "no": "pgn"}\n')
-    assert "arena.jsonl:1: not an arena game record" in one_line_error("review", str(torn), "--engine", engine)
+    assert "arena.jsonl:1: not an arena or ladder game record" in one_line_error("review", str(torn), "--engine", engine)
+
+
+def test_a_game_played_twice_is_searched_once_and_counted_twice(capsys, tmp_path: Path, fake) -> None:
+    engine, log = fake
+    games = tmp_path / "games.pgn"
+    games.write_text(_pgn(SCHOLAR) * 2)
+    report = _review(capsys, str(games), "--engine", engine, "--blunders", str(tmp_path / "blunders.csv"))
+    assert len(log.read_text().splitlines()) == 7 and report["games"] == 2
+    white, black = report["players"]
+    assert (white["games"], white["inaccuracies"], black["games"], black["blunders"], black["lost_with_blunder"]) == (2, 2, 2, 2, 2)
+    sources = [row["source"] for row in csv.DictReader((tmp_path / "blunders.csv").open())]
+    assert sources == [f"{games}#1", f"{games}#2"]

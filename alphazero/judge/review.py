@@ -117,8 +117,8 @@ def _from_pgn(game: chess.pgn.Game, source: str, book_plies: int | None) -> Revi
 
 
 def read_games(path: str | Path, skip_plies: int | None = None) -> list[ReviewGame]:
-    """The games of ``path``: an arena games file (``alphazero arena --out``, JSON lines, its book plies from
-    each record's opening) or a PGN file (book plies from an ``Opening`` header that lists the first moves,
+    """The games of ``path``: an arena or ladder games file (``--out``, JSON lines, each record's PGN; an arena
+    record's book plies from its opening) or a PGN file (book plies from an ``Opening`` header that lists the first moves,
     as this project's PGN does, else none). ``skip_plies`` overrides the book plies of every game.
     A game that does not parse raises ``InputError`` naming it; a torn last JSON line is skipped."""
     path = Path(path)
@@ -128,15 +128,15 @@ def read_games(path: str | Path, skip_plies: int | None = None) -> list[ReviewGa
         raise InputError(f"{path}: no such games file")
     games: list[ReviewGame] = []
     if path.suffix == ".jsonl":
-        for number, record in enumerate(read_jsonl(path, "arena games file (.jsonl)"), start=1):
+        for number, record in enumerate(read_jsonl(path, "arena or ladder games file (.jsonl)"), start=1):
             where = f"{path}:{number}"
             if not isinstance(record, dict) or not isinstance(record.get("pgn"), str):
-                raise InputError(f"{where}: not an arena game record (no pgn)")
+                raise InputError(f"{where}: not an arena or ladder game record (no pgn)")
             game = _pgn_game(record["pgn"], where)
             book = skip_plies
-            if book is None:
-                opening = record.get("opening")
-                book = len(opening.get("moves", ())) if isinstance(opening, dict) else 0
+            opening = record.get("opening")
+            if book is None and isinstance(opening, dict):  # an arena record; a ladder's names its moves in the PGN
+                book = len(opening.get("moves", ()))
             games.append(_from_pgn(game, where, book))
         return games
     text = read_text(path, "PGN file")
@@ -148,7 +148,7 @@ def read_games(path: str | Path, skip_plies: int | None = None) -> list[ReviewGa
             raise InputError(f"{path}#{number}: its PGN does not parse: {found.errors[0]}")
         games.append(_from_pgn(found, f"{path}#{number}", skip_plies))
     if not games:
-        raise InputError(f"{path}: no games (expected PGN, or an arena --out file named .jsonl)")
+        raise InputError(f"{path}: no games (expected PGN, or an arena or ladder --out file named .jsonl)")
     return games
 
 
@@ -329,7 +329,8 @@ def stored_reviews(path: str | Path, settings: dict[str, Any]) -> dict[str, dict
 def run_review(games: Sequence[ReviewGame], settings: EngineSettings, workers: int = 1, out: str | Path | None = None,
                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Review ``games`` with ``workers`` engine processes (threads here; the engines do the work) and return
-    ``{"engine", "settings", "games", "new_games", "positions", "players": summarise(...), "records": [...]}``.
+    ``{"engine", "settings", "games", "new_games", "positions", "players": summarise(...), "records": [...]}``,
+    a record per game given (games identical move for move are searched once and counted each time).
     With ``out`` each finished game is appended at once, and games already there (same engine, same limit)
     are not searched again; a Ctrl-C stops the workers between positions and keeps what was written."""
     settings.check()
@@ -382,7 +383,8 @@ def run_review(games: Sequence[ReviewGame], settings: EngineSettings, workers: i
         for engine in started:
             with contextlib.suppress(chess.engine.EngineError, chess.engine.EngineTerminatedError):
                 engine.quit()
-    ordered = [records[key] for key in keys if key in records]
+    # A game played twice move for move (deterministic players) is searched once and counted twice.
+    ordered = [{**records[game.key], "source": game.source} for game in games if game.key in records]
     return {"engine": engine_name, "settings": stamp, "games": len(ordered), "new_games": len(pending),
             "positions": sum(len(record["scores"]) for record in ordered), "players": summarise(ordered),
             "records": ordered}
@@ -414,7 +416,7 @@ def format_review(report: dict[str, Any]) -> str:
              f"{'player':<48} {'games':>5} {'moves':>6} {'ACPL':>6} {'accuracy':>8} {'inacc.':>6} {'mistakes':>8} "
              f"{'blunders':>8} {'/game':>6} {'lost':>5} {'lost w/ blunder':>15} {'1st blunder (move)':>18}"]
     for row in report["players"]:
-        name = row["player"] if len(row["player"]) <= 48 else row["player"][:45] + "..."
+        name = row["player"] if len(row["player"]) <= 48 else row["player"][:16] + "..." + row["player"][-29:]
         acpl = f"{row['acpl']:.0f}" if row["acpl"] is not None else "-"
         accuracy = f"{row['accuracy']:.1f}%" if row["accuracy"] is not None else "-"
         first = f"{row['first_blunder_move_median']:g}" if row["first_blunder_move_median"] is not None else "-"
