@@ -200,8 +200,11 @@ class TrainConfig:
     lr_anneal_floor: float = 0.1
     window_positions: int = 150_000  # sample uniformly from the newest this many positions
     min_positions: int = 10_000  # no training before the window holds this many
-    max_sample_reuse: float = 1.0  # trained samples <= this x positions generated
-    q_weight: float = 0.5  # value target = (1 - q_weight) * z + q_weight * root search value
+    # Trained samples <= this x positions generated. 4 with q_weight 0.8 (docs/RESULTS.md "Training each position
+    # more than once"): the passes teach the policy, the q-heavy target keeps them from teaching the value head
+    # the window's results (at 6 with q_weight 0.5 it memorised them).
+    max_sample_reuse: float = 4.0
+    q_weight: float = 0.8  # value target = (1 - q_weight) * z + q_weight * root search value
     value_from_unfinished: bool = False  # false: games stopped at max_plies train the policy only
     # With network.material_head: loss += material_weight * (m - tanh(balance / 5))^2, the balance taken
     # material_horizon plies later in the game (alphazero.learn.replay.material_targets).
@@ -234,7 +237,7 @@ class ArenaConfig:
     steps_per_generation: int = 300
     # Played as pairs: each opening with both colours. 0: no gating (AlphaZero's continual update, as lc0 and
     # KataGo train): every steps_per_generation steps the learner's weights are promoted without games.
-    games: int = 40
+    games: int = 0
     threshold: float = 0.55  # promote when (wins + draws / 2) / games >= threshold
     num_simulations: int = 64
     random_opening_plies: int = 8  # without a book, openings are this many random plies
