@@ -405,12 +405,14 @@ def test_the_shipped_supervised_network_fits_its_config_and_knows_openings():
     assert {move.uci() for move in legal[:4]} == {"e2e4", "d2d4", "c2c4", "g1f3"}
 
 
-def test_the_shipped_amx_network_has_its_configs_shape_and_knows_a_queen_is_worth_having():
-    # docs/nets/amx-1h.pt is the network docs/RESULTS.md measures ("No gating and a bigger network for the hour"):
-    # configs/amx.yaml's 4x48 shape (so `train --init` and the config take it), and it values material.
+@pytest.mark.parametrize("name", ["amx-1h.pt", "amx-2h.pt"])
+def test_the_shipped_amx_networks_have_their_configs_shape_and_know_a_queen_is_worth_having(name: str):
+    # docs/nets/amx-1h.pt and amx-2h.pt are the networks docs/RESULTS.md measures ("No gating and a bigger network
+    # for the hour", "Two hours of a 4x48 network in bf16 with the new learning"): configs/amx.yaml's 4x48 shape
+    # (so `train --init` and the config take them), and they value material.
     from alphazero.config import load_config
 
     root = pathlib.Path(__file__).resolve().parent.parent
-    net = load_network(root / "docs" / "nets" / "amx-1h.pt").eval()
+    net = load_network(root / "docs" / "nets" / name).eval()
     assert net.config == load_config(root / "configs" / "amx.yaml").network
     _assert_a_queen_is_worth_having(net)
