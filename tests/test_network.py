@@ -405,10 +405,11 @@ def test_the_shipped_supervised_network_fits_its_config_and_knows_openings():
     assert {move.uci() for move in legal[:4]} == {"e2e4", "d2d4", "c2c4", "g1f3"}
 
 
-@pytest.mark.parametrize("name", ["amx-1h.pt", "amx-2h.pt"])
+@pytest.mark.parametrize("name", ["amx-1h.pt", "amx-2h.pt", "amx-4h.pt"])
 def test_the_shipped_amx_networks_have_their_configs_shape_and_know_a_queen_is_worth_having(name: str):
-    # docs/nets/amx-1h.pt and amx-2h.pt are the networks docs/RESULTS.md measures ("No gating and a bigger network
-    # for the hour", "Two hours of a 4x48 network in bf16 with the new learning"): configs/amx.yaml's 4x48 shape
+    # docs/nets/amx-1h.pt, amx-2h.pt and amx-4h.pt are the networks docs/RESULTS.md measures ("No gating and a bigger
+    # network for the hour", "Two hours of a 4x48 network in bf16 with the new learning", "Four hours of
+    # configs/amx.yaml"): configs/amx.yaml's 4x48 shape
     # (so `train --init` and the config take them), and they value material.
     from alphazero.config import load_config
 
