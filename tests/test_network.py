@@ -405,28 +405,24 @@ def test_the_shipped_supervised_network_fits_its_config_and_knows_openings():
     assert {move.uci() for move in legal[:4]} == {"e2e4", "d2d4", "c2c4", "g1f3"}
 
 
-@pytest.mark.parametrize("name", ["default-2h.pt", "default-1h-zen5.pt"])
-def test_the_shipped_default_config_networks_have_its_shape_and_know_a_queen_is_worth_having(name: str):
-    # docs/nets/default-2h.pt and default-1h-zen5.pt are the networks docs/RESULTS.md measures ("Two hours of four
-    # passes with q 0.8", "The default's hour on a faster machine"): configs/default.yaml's 3x32 shape with the
-    # material head (so `train --init` and the default config take them), and they value material.
-    from alphazero.config import load_config
-
-    root = pathlib.Path(__file__).resolve().parent.parent
-    net = load_network(root / "docs" / "nets" / name).eval()
-    assert net.config == load_config(root / "configs" / "default.yaml").network
-    _assert_a_queen_is_worth_having(net)
-
-
-@pytest.mark.parametrize("name", ["amx-1h.pt", "amx-2h.pt", "amx-4h.pt"])
-def test_the_shipped_amx_networks_have_their_configs_shape_and_know_a_queen_is_worth_having(name: str):
-    # docs/nets/amx-1h.pt, amx-2h.pt and amx-4h.pt are the networks docs/RESULTS.md measures ("No gating and a bigger
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        ("default-2h.pt", "default.yaml"),
+        ("default-1h-zen5.pt", "default.yaml"),
+        ("amx-1h.pt", "amx.yaml"),
+        ("amx-2h.pt", "amx.yaml"),
+        ("amx-4h.pt", "amx.yaml"),
+    ],
+)
+def test_the_shipped_networks_have_their_configs_shape_and_know_a_queen_is_worth_having(name: str, config: str):
+    # The from-scratch networks docs/RESULTS.md measures: default-2h.pt ("Two hours of four passes with q 0.8"),
+    # default-1h-zen5.pt ("The default's hour on a faster machine"), amx-1h/2h/4h.pt ("No gating and a bigger
     # network for the hour", "Two hours of a 4x48 network in bf16 with the new learning", "Four hours of
-    # configs/amx.yaml"): configs/amx.yaml's 4x48 shape
-    # (so `train --init` and the config take them), and they value material.
+    # configs/amx.yaml"). Each has its config's shape (so `train --init` and the config take it) and values material.
     from alphazero.config import load_config
 
     root = pathlib.Path(__file__).resolve().parent.parent
     net = load_network(root / "docs" / "nets" / name).eval()
-    assert net.config == load_config(root / "configs" / "amx.yaml").network
+    assert net.config == load_config(root / "configs" / config).network
     _assert_a_queen_is_worth_having(net)
