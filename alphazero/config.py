@@ -115,22 +115,25 @@ class SearchConfig:
     # (alphazero.search.mcts), or ``auto``: compiled with a network evaluator, Python otherwise.
     implementation: str = "auto"
     # Where the network runs for the search (alphazero.nets.inference): ``torch`` (eager), ``onnx`` (ONNX
-    # Runtime, CPU only; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md)
-    # or ``auto``: onnx on the CPU when onnxruntime imports, torch on CUDA.
+    # Runtime, CPU only, fp32; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md),
+    # ``openvino`` (OpenVINO Runtime, CPU only; fp32, or bf16 on a CPU that computes it natively: its ``auto``
+    # precision; on AMD Zen 5 self-play 1.34x ONNX Runtime's) or ``auto``: openvino on the CPU (onnx where
+    # openvino is not installed, torch for what only torch runs), torch on CUDA.
     backend: str = "auto"
     # How the torch backend runs the network on its device (alphazero.nets.inference.InferenceSettings):
     # ``precision`` fp32, fp16 or bf16 (autocast), ``channels_last`` true or false (the conv tower's memory
     # format), ``pin_memory`` true or false (planes and outputs pass through reused page-locked host buffers,
     # copied with non_blocking; on the cpu the buffers cannot be pinned and the same staging runs unpinned).
-    # ``auto``: on CUDA fp16, channels-last and pinned (the usual choices for a conv net on tensor cores, not yet
-    # measured in this project); on the CPU fp32, contiguous, no staging (measured: docs/RESULTS.md "GPU self-play").
+    # ``auto``: on CUDA fp16, channels-last and pinned (measured on an H200: docs/RESULTS.md "GPU self-play,
+    # measured"); on the CPU contiguous, no staging, and fp32 (torch, onnx) or the CPU's native precision
+    # (openvino: bf16 where it computes bf16 natively).
     precision: str = "auto"
     channels_last: bool | str = "auto"
     pin_memory: bool | str = "auto"
 
     def __post_init__(self) -> None:
-        if self.backend not in ("auto", "torch", "onnx"):
-            raise ValueError(f"search.backend must be auto, torch or onnx, got {self.backend!r}")
+        if self.backend not in ("auto", "torch", "onnx", "openvino"):
+            raise ValueError(f"search.backend must be auto, torch, onnx or openvino, got {self.backend!r}")
         if self.precision not in ("auto", "fp32", "fp16", "bf16"):
             raise ValueError(f"search.precision must be auto, fp32, fp16 or bf16, got {self.precision!r}")
         for key in ("channels_last", "pin_memory"):
@@ -139,6 +142,10 @@ class SearchConfig:
         if self.backend == "onnx" and (self.precision in ("fp16", "bf16") or self.channels_last is True):
             raise ValueError("search.precision fp16/bf16 and search.channels_last run in the torch backend; "
                              "set search.backend to torch or auto")
+        if self.backend == "openvino" and (self.precision == "fp16" or self.channels_last is True
+                                           or self.pin_memory is True):
+            raise ValueError("search.backend openvino runs fp32 or bf16, contiguous and unstaged: "
+                             "search.precision fp16, channels_last and pin_memory run in the torch backend")
         if self.implementation not in ("auto", "compiled", "python"):
             raise ValueError(f"search.implementation must be auto, compiled or python, got {self.implementation!r}")
         if self.algorithm not in ("puct", "gumbel"):
@@ -214,10 +221,13 @@ class TrainConfig:
     device: str = "auto"  # auto: cuda when present, else cpu
     # fp32, or bf16: forward and loss under torch.autocast to bfloat16 (weights, gradients and the optimizer
     # stay fp32; bf16 needs no loss scaling). On a CPU with AMX (amx_bf16) a step costs 0.4-0.5x fp32's
-    # (docs/RESULTS.md "No gating and a bigger network for the hour"); on one without, bf16 is emulated and
-    # not expected to pay. channels_last: the network's memory format in training (a further 0.8-0.9x with bf16).
-    precision: str = "fp32"
-    channels_last: bool = False
+    # (docs/RESULTS.md "No gating and a bigger network for the hour"), on an AMD Zen 5 (avx512_bf16, no AMX)
+    # 0.61x with channels-last (docs/RESULTS.md "OpenVINO in bf16"); on a CPU without bf16 arithmetic it is
+    # emulated and does not pay. channels_last: the network's memory format in training (a further 0.8-0.9x
+    # with bf16). auto (both): bf16 with channels-last on a CPU that computes bf16 natively
+    # (alphazero.nets.inference.cpu_computes_bf16), fp32 and contiguous elsewhere (CUDA too: not measured).
+    precision: str = "auto"
+    channels_last: bool | str = "auto"
     # > 0: the arena's candidates are an exponential moving average of the learner's weights (and batch-norm
     # statistics), updated each step with this decay (0.99: about the last 100 steps); 0: the weights as trained
     ema_decay: float = 0.0
@@ -446,8 +456,8 @@ def _validate(config: RunConfig) -> None:
         (config.train.soft_policy_weight >= 0 and config.train.soft_policy_temperature >= 1,
          "train.soft_policy_weight must be >= 0 and train.soft_policy_temperature >= 1"),
         (config.train.device in ("auto", "cpu", "cuda"), "train.device must be auto, cpu or cuda"),
-        (config.train.precision in ("fp32", "bf16"), "train.precision must be fp32 or bf16"),
-        (isinstance(config.train.channels_last, bool), "train.channels_last must be true or false"),
+        (config.train.precision in ("auto", "fp32", "bf16"), "train.precision must be auto, fp32 or bf16"),
+        (config.train.channels_last in (True, False, "auto"), "train.channels_last must be true, false or auto"),
         (config.train.optimizer in ("sgd", "adamw"), "train.optimizer must be sgd or adamw"),
         (list(config.train.lr_milestones) == sorted(config.train.lr_milestones), "train.lr_milestones must be increasing"),
         (0 <= config.train.lr_anneal_fraction <= 1 and 0 <= config.train.lr_anneal_floor <= 1,

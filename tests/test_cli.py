@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from alphazero.config import NetworkConfig
+from alphazero.nets.inference import native_cpu_precision
 from alphazero.nets.network import PolicyValueNet, save_network
 from commands.main import main
 
@@ -32,7 +33,8 @@ def test_bench_json_has_every_figure(capsys) -> None:
     # The configured search (self-play's default: gumbel) and the other algorithm beside it.
     assert figures["search_algorithm"] == "gumbel" and figures["search_batched_sims_per_s_puct"] > 0
     assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_implementation"] == "auto"
-    assert figures["device"] == "cpu" and figures["inference"] == "fp32" and figures["backend"] == "onnx"
+    # auto on the CPU: OpenVINO in the CPU's native precision (bf16 where it computes it, else fp32)
+    assert figures["device"] == "cpu" and figures["inference"] == native_cpu_precision() and figures["backend"] == "openvino"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: --device cuda runs")

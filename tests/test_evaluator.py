@@ -2,7 +2,8 @@
 
 References are computed independently: a plain per-row numpy softmax for ``masked_softmax``, and the
 unfused ``PolicyValueNet`` in eval mode on ``encode_board`` planes, gathered at ``move_to_action`` of
-each legal move, for ``NetworkEvaluator`` (this checks the BatchNorm folding and the action gather).
+each legal move, for ``NetworkEvaluator`` (this checks the BatchNorm folding and the action gather), which
+the tests that compare to 1e-4 run in fp32 (``auto`` would take bf16 on a CPU that computes it natively).
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ def test_network_evaluator_priors_and_values_are_well_formed(net, positions):
 def test_network_evaluator_batch_independent_and_equal_to_unfused_net(net, positions):
     state_before = {k: v.clone() for k, v in net.state_dict().items()}
     net.train()  # the evaluator must not depend on (or change) the caller's module mode
-    ev = NetworkEvaluator(net)
+    ev = NetworkEvaluator(net, precision="fp32")
     assert net.training
     for key, tensor in net.state_dict().items():
         assert torch.equal(tensor, state_before[key]), key
@@ -205,8 +206,8 @@ def test_network_evaluator_batch_independent_and_equal_to_unfused_net(net, posit
 
 
 def test_network_evaluator_max_batch_split(net, positions):
-    whole = NetworkEvaluator(net)
-    split = NetworkEvaluator(net, max_batch=7)
+    whole = NetworkEvaluator(net, precision="fp32")
+    split = NetworkEvaluator(net, max_batch=7, precision="fp32")
     whole_priors, whole_values = _evaluate_boards(whole, positions)
     split_priors, split_values = _evaluate_boards(split, positions)
     assert split.num_calls == -(-len(positions) // 7)
@@ -215,12 +216,12 @@ def test_network_evaluator_max_batch_split(net, positions):
     np.testing.assert_allclose(split_values, whole_values, atol=1e-4)
     for a, b in zip(split_priors, whole_priors):
         np.testing.assert_allclose(a, b, atol=1e-4)
-    empty_priors, empty_values = NetworkEvaluator(net).evaluate([])
+    empty_priors, empty_values = NetworkEvaluator(net, precision="fp32").evaluate([])
     assert empty_priors == [] and len(empty_values) == 0
 
 
 def test_network_evaluator_policy(net, positions):
-    ev = NetworkEvaluator(net)
+    ev = NetworkEvaluator(net, precision="fp32")
     boards = positions[:12]
     out = ev.policy(boards)
     assert len(out) == len(boards)
@@ -239,7 +240,7 @@ def test_network_evaluator_policy(net, positions):
 
 def test_network_evaluator_set_network_swaps_weights(positions):
     first, second = make_net(1), make_net(2)
-    ev = NetworkEvaluator(first)
+    ev = NetworkEvaluator(first, precision="fp32")
     boards = positions[:6]
     ev.set_network(second)
     priors, values = _evaluate_boards(ev, boards)
@@ -251,7 +252,7 @@ def test_network_evaluator_set_network_swaps_weights(positions):
 
 def test_search_with_network_evaluator(net):
     boards = [chess.Board(fen) for fen in SPECIAL_FENS[:4]]
-    ev = NetworkEvaluator(net)
+    ev = NetworkEvaluator(net, precision="fp32")
     trees = [GameTree(b, seed=i) for i, b in enumerate(boards)]
     results = MCTS(ev, SearchConfig(num_simulations=24, leaves_per_game=2)).search(trees, add_noise=True, temperature=1.0)
     for b, tree, result in zip(boards, trees, results):

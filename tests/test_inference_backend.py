@@ -1,8 +1,9 @@
 """Inference backends behind the evaluator seam (``alphazero.nets.inference``) and ``alphazero export --onnx``.
 
 The reference is always torch eager on the unfused network in eval mode (or the ``torch`` backend, itself
-checked against it in tests/test_evaluator.py): the ONNX Runtime backend must give the same logits and
-values to float rounding, the same priors, and the same searches.
+checked against it in tests/test_evaluator.py): the ONNX Runtime backend, and the OpenVINO backend in
+fp32, must give the same logits and values to float rounding, the same priors, and the same searches;
+OpenVINO in bf16 the same to bf16's rounding.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from alphazero.board import encoding
 from alphazero.checkpoint import RunDirectory, RunState
 from alphazero.config import ConfigError, SearchConfig, load_config
 from alphazero.nets.evaluator import NetworkEvaluator
-from alphazero.nets.inference import OnnxBackend, available_backends, resolve_backend
+from alphazero.nets.inference import (
+    InferenceSettings,
+    OnnxBackend,
+    OpenVinoBackend,
+    available_backends,
+    cpu_computes_bf16,
+    native_cpu_precision,
+    resolve_backend,
+    resolve_inference,
+)
 from alphazero.nets.network import PolicyValueNet, save_network
 from alphazero.search.factory import build_search
 from commands.main import main
@@ -43,22 +53,23 @@ def net() -> PolicyValueNet:
     return make_net(0)
 
 
-@pytest.fixture(scope="module")
-def onnx_evaluator(net) -> NetworkEvaluator:
-    return NetworkEvaluator(net, backend="onnx")
+@pytest.fixture(scope="module", params=["onnx", "openvino"])
+def onnx_evaluator(net, request) -> NetworkEvaluator:
+    """The CPU backends that run the exported graph in fp32: ONNX Runtime and OpenVINO."""
+    return NetworkEvaluator(net, backend=request.param, precision="fp32")
 
 
-def test_auto_picks_onnx_on_the_cpu_and_names_are_checked() -> None:
+def test_auto_picks_openvino_on_the_cpu_and_names_are_checked() -> None:
     cpu = torch.device("cpu")
-    assert available_backends(cpu) == ["torch", "onnx"]
-    assert resolve_backend("auto", cpu) == "onnx"
+    assert available_backends(cpu) == ["torch", "onnx", "openvino"]
+    assert resolve_backend("auto", cpu) == "openvino"
     assert resolve_backend("torch", cpu) == "torch"
     assert resolve_backend("auto", torch.device("cuda")) == "torch"
     with pytest.raises(ValueError, match="cpu only"):
         resolve_backend("onnx", torch.device("cuda"))
     with pytest.raises(ValueError, match="tensorrt"):
         resolve_backend("tensorrt", cpu)
-    assert NetworkEvaluator(make_net(3)).backend == "onnx"
+    assert NetworkEvaluator(make_net(3)).backend == "openvino"
 
 
 def test_search_backend_is_a_config_key_checked_by_name() -> None:
@@ -99,14 +110,14 @@ def test_empty_batch(onnx_evaluator) -> None:
     assert logits.shape == (0, encoding.NUM_ACTIONS) and values.shape == (0,)
 
 
-def test_compiled_search_visits_the_same_with_both_backends(net) -> None:
+def test_compiled_search_visits_the_same_with_every_fp32_backend(net) -> None:
     """Same seed, same visit counts move after move: the backends' outputs differ by ~1e-7, far below
     any difference of PUCT scores these searches compare (the policy/value tests above bound them)."""
     config = SearchConfig(num_simulations=48, implementation="compiled")
     boards = random_positions(16, seed=3)
     visits = {}
-    for backend in ("torch", "onnx"):
-        mcts, new_tree = build_search(NetworkEvaluator(net, backend=backend), config)
+    for backend in ("torch", "onnx", "openvino"):
+        mcts, new_tree = build_search(NetworkEvaluator(net, backend=backend, precision="fp32"), config)
         trees = [new_tree(board, seed) for seed, board in enumerate(boards)]
         played = []
         for _ in range(3):
@@ -118,11 +129,13 @@ def test_compiled_search_visits_the_same_with_both_backends(net) -> None:
         visits[backend] = played
     assert sum(len(row) for row in visits["torch"]) >= 40
     assert visits["onnx"] == visits["torch"]
+    assert visits["openvino"] == visits["torch"]
 
 
-def test_set_network_swaps_the_onnx_weights() -> None:
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
+def test_set_network_swaps_the_exported_weights(backend) -> None:
     first, second = make_net(1), make_net(2)
-    evaluator = NetworkEvaluator(first, backend="onnx")
+    evaluator = NetworkEvaluator(first, backend=backend, precision="fp32")
     planes = random_planes(5, seed=9)
     np.testing.assert_allclose(evaluator.forward(planes)[0], reference(first, planes)[0], atol=1e-4, rtol=0)
     evaluator.set_network(second)
@@ -147,6 +160,82 @@ def test_onnx_session_follows_torch_threads(net) -> None:
         torch.set_num_threads(1)
     for a, b in zip(before, after):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_openvino_follows_torch_threads_and_keeps_its_values(net) -> None:
+    backend = OpenVinoBackend(net, "fp32")
+    assert backend.threads == torch.get_num_threads() == 1
+    planes = random_planes(4, seed=2)
+    before_logits, before_values = (np.array(a) for a in backend(planes))
+    torch.set_num_threads(2)
+    try:
+        after_logits, after_values = backend(planes)
+        assert backend.threads == 2
+        assert backend.request.get_compiled_model().get_property("INFERENCE_NUM_THREADS") == 2
+    finally:
+        torch.set_num_threads(1)
+    np.testing.assert_allclose(after_logits, before_logits, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(after_values, before_values, atol=1e-5, rtol=0)
+    # The values are a copy (the logits are the plugin's buffer, valid until the next call, as documented).
+    _, kept = backend(planes)
+    backend(random_planes(4, seed=3))
+    np.testing.assert_array_equal(kept, before_values)
+
+
+@pytest.mark.parametrize("flags, native", [
+    ("fpu sse avx2 avx512f avx512_bf16 avx512_vnni", True),  # AMD Zen 4/5, Intel Cooper Lake
+    ("fpu sse avx2 avx512f amx_tile amx_bf16", True),  # Intel Sapphire Rapids and later
+    ("fpu sse avx2 fma avx512f avx512_vnni", False),  # AVX-512 without bf16 arithmetic
+    ("fpu sse avx2 fma", False),
+])
+def test_cpu_computes_bf16_reads_the_cpu_flags(tmp_path, flags, native) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: some cpu\nflags\t\t: {flags}\nbugs\t\t: avx512_bf16\n")
+    assert cpu_computes_bf16(str(cpuinfo)) is native
+    assert cpu_computes_bf16(str(tmp_path / "missing")) is False  # not Linux: no bf16 assumed
+
+
+def test_openvino_precision_auto_is_the_cpus_native_one_and_settings_are_checked(net) -> None:
+    cpu = torch.device("cpu")
+    native = native_cpu_precision()
+    assert native == ("bf16" if cpu_computes_bf16() else "fp32")
+    backend, settings = resolve_inference(cpu, "openvino")
+    assert backend == "openvino" and settings.precision == native and not settings.channels_last
+    assert resolve_inference(cpu, "openvino", "fp32")[1].precision == "fp32"
+    assert resolve_inference(cpu) == (backend, settings)  # auto on the CPU: openvino in the native precision
+    assert resolve_inference(cpu, "onnx") == ("onnx", InferenceSettings())
+    evaluator = NetworkEvaluator(net, backend="openvino")
+    assert (evaluator.backend, evaluator.settings.precision) == ("openvino", native)
+    with pytest.raises(ValueError, match="cpu only"):
+        resolve_inference(torch.device("cuda"), "openvino")
+    for precision, channels_last in (("fp16", False), ("fp32", True)):
+        with pytest.raises(ValueError, match="openvino backend runs fp32 or bf16"):
+            resolve_inference(cpu, "openvino", precision, channels_last)
+    for bad in (["search.backend=openvino", "search.precision=fp16"],
+                ["search.backend=openvino", "search.channels_last=true"]):
+        with pytest.raises(ConfigError, match="openvino runs fp32 or bf16"):
+            load_config(None, bad)
+    assert load_config(None, ["search.backend=openvino", "search.precision=bf16"]).search.backend == "openvino"
+
+
+def test_openvino_bf16_is_close_to_fp32_and_ranks_moves_alike(net) -> None:
+    """bf16 (the native precision on a CPU with avx512_bf16 or AMX; fp32 elsewhere, which passes too)."""
+    evaluator = NetworkEvaluator(net, backend="openvino", precision="bf16")
+    assert evaluator.settings.precision == "bf16"
+    boards = random_positions(64, seed=11)
+    planes = encoding.encode_boards(boards)
+    logits, values = evaluator.forward(planes)
+    want_logits, want_values = reference(net, planes)
+    scale = float(np.abs(want_logits).max())
+    assert scale > 1.0 and logits.dtype == np.float32 and values.shape == (64,)
+    np.testing.assert_allclose(logits, want_logits, atol=0.05 * scale, rtol=0)
+    np.testing.assert_allclose(values, want_values, atol=0.05, rtol=0)
+    requests = [evaluator.prepare(b, list(b.legal_moves)) for b in boards]
+    priors, _ = evaluator.evaluate(requests)
+    want_priors, _ = NetworkEvaluator(net, backend="torch").evaluate(requests)
+    agree = np.mean([np.argmax(p) == np.argmax(w) for p, w in zip(priors, want_priors)])
+    assert agree >= 0.8
+    assert max(float(np.abs(p - w).max()) for p, w in zip(priors, want_priors)) < 0.05
 
 
 def _check_exported(path, net: PolicyValueNet) -> None:
@@ -207,7 +296,8 @@ def test_export_needs_a_format_and_an_output(capsys) -> None:
 
 
 
-def test_onnx_value_of_a_material_head_net_is_the_mixed_value() -> None:
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
+def test_onnx_value_of_a_material_head_net_is_the_mixed_value(backend) -> None:
     # The searches read one value; with material_utility it is (1 - u) v + u m in every backend.
     import dataclasses
 
@@ -218,7 +308,7 @@ def test_onnx_value_of_a_material_head_net_is_the_mixed_value() -> None:
         net.material_out[0].weight.normal_(0, 1.0)  # type: ignore[index]
     net.eval()
     planes = encoding.encode_boards(random_positions(16, seed=9))
-    logits, values = NetworkEvaluator(net, backend="onnx").forward(planes)
+    logits, values = NetworkEvaluator(net, backend=backend, precision="fp32").forward(planes)
     with torch.no_grad():
         want_logits, v, m = net.forward_heads(torch.from_numpy(planes))
     assert m is not None and float((v - m).abs().max()) > 0.05
@@ -270,7 +360,7 @@ def test_onnx_value_of_a_moves_left_net_carries_the_moves_left_utility() -> None
 
 
 def test_auto_settings_are_fp16_channels_last_pinned_on_cuda_and_plain_on_the_cpu() -> None:
-    from alphazero.nets.inference import InferenceSettings, resolve_settings
+    from alphazero.nets.inference import resolve_settings
 
     cuda, cpu = torch.device("cuda"), torch.device("cpu")  # device objects only: no GPU is touched
     assert resolve_settings(cuda) == InferenceSettings("fp16", True, True)
@@ -278,11 +368,14 @@ def test_auto_settings_are_fp16_channels_last_pinned_on_cuda_and_plain_on_the_cp
     assert resolve_settings(cuda, "fp32", False, False).plain
     assert resolve_settings(cpu, "bf16", True, True) == InferenceSettings("bf16", True, True)
     # auto takes torch when a setting asks for what only torch does; onnx asked for with one is refused.
-    assert resolve_backend("auto", cpu, InferenceSettings("bf16")) == "torch"
-    assert resolve_backend("auto", cpu, InferenceSettings()) == "onnx"
+    assert resolve_backend("auto", cpu, InferenceSettings("bf16")) == "openvino"
+    assert resolve_backend("auto", cpu, InferenceSettings()) == "openvino"
+    assert resolve_backend("auto", cpu, InferenceSettings("fp16")) == "torch"
+    assert resolve_backend("auto", cpu, InferenceSettings("bf16", channels_last=True)) == "torch"
     with pytest.raises(ValueError, match="fp32 and contiguous only"):
         resolve_backend("onnx", cpu, InferenceSettings(channels_last=True))
-    assert NetworkEvaluator(make_net(3), precision="bf16").backend == "torch"
+    assert NetworkEvaluator(make_net(3), precision="bf16").backend == "openvino"
+    assert NetworkEvaluator(make_net(3), precision="bf16", channels_last=True).backend == "torch"
 
 
 @pytest.mark.parametrize("precision, channels_last, pin_memory, tolerance", [

@@ -84,8 +84,9 @@ def _shard(tmp_path, count: int = 6, seed: int = 0, termination: str = "checkmat
 
 def _config(**changes) -> TrainConfig:
     # The value target is the game result (q_weight 0), and games stopped at the length limit count too.
+    # fp32 whatever the CPU (auto would take bf16 where it computes it natively): the tests' figures are fp32's.
     base = TrainConfig(batch_size=16, learning_rate=0.05, window_positions=1000, min_positions=1, device="cpu",
-                       q_weight=0.0, value_from_unfinished=True)
+                       q_weight=0.0, value_from_unfinished=True, precision="fp32", channels_last=False)
     return dataclasses.replace(base, **changes)
 
 
@@ -385,11 +386,32 @@ def test_a_bf16_channels_last_learner_takes_the_fp32_step_to_bf16_rounding_and_r
 def test_a_learner_precision_or_memory_format_outside_the_choices_is_refused():
     from alphazero.config import load_config
 
-    for override, message in (("train.precision=fp16", "train.precision must be fp32 or bf16"),
-                              ("train.channels_last=maybe", "train.channels_last")):
+    for override, message in (("train.precision=fp16", "train.precision must be auto, fp32 or bf16"),
+                              ("train.channels_last=maybe", "train.channels_last must be true, false or auto")):
         with pytest.raises(Exception, match=message):
             load_config("configs/default.yaml", [override])
     assert load_config("configs/default.yaml", ["train.precision=bf16", "train.channels_last=true"]).train.precision == "bf16"
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_precision_is_bf16_channels_last_on_a_cpu_that_computes_bf16_and_fp32_elsewhere(monkeypatch, native):
+    """train.precision/channels_last auto (the defaults) resolve once, for the learner's device: bf16 with
+    channels-last where the CPU has bf16 arithmetic, fp32 and contiguous where it has not and on CUDA;
+    a value given stays as given."""
+    from alphazero.learn import train as train_module
+
+    monkeypatch.setattr(train_module, "cpu_computes_bf16", lambda: native)
+    assert (TrainConfig().precision, TrainConfig().channels_last) == ("auto", "auto")
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")  # device objects only: no GPU is touched
+    resolved = train_module.resolve_precision(TrainConfig(), cpu)
+    assert (resolved.precision, resolved.channels_last) == (("bf16", True) if native else ("fp32", False))
+    on_cuda = train_module.resolve_precision(TrainConfig(), cuda)
+    assert (on_cuda.precision, on_cuda.channels_last) == ("fp32", False)
+    given = train_module.resolve_precision(TrainConfig(precision="fp32", channels_last=True), cpu)
+    assert (given.precision, given.channels_last) == ("fp32", True)
+    learner = Learner(TINY, dataclasses.replace(_config(), precision="auto", channels_last="auto"), seed=0)
+    assert (learner.config.precision, learner.config.channels_last) == (("bf16", True) if native else ("fp32", False))
+    assert learner.net.stem[0].weight.is_contiguous(memory_format=torch.channels_last) is native
 
 
 def test_the_candidate_is_the_moving_average_of_the_weights(tmp_path):

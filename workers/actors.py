@@ -143,7 +143,8 @@ class LearnerWorker:
 
     def info(self) -> dict[str, Any]:
         return {**_node_info(), **_device_info(str(self.learner.device), self.warning), "step": self.learner.step,
-                "samples_trained": self.learner.samples_trained}
+                "samples_trained": self.learner.samples_trained, "precision": self.learner.config.precision,
+                "channels_last": self.learner.config.channels_last}
 
     def _load_recent_shards(self) -> None:
         """Fill the window with the newest shards on disk (what a resume needs)."""

@@ -1,5 +1,5 @@
 """Ways to run the network, compared: torch eager in each precision and memory format (the torch backend's
-``InferenceSettings``, pinned staging on CUDA), torch.compile, ONNX Runtime (CPU).
+``InferenceSettings``, pinned staging on CUDA), torch.compile, ONNX Runtime and OpenVINO in fp32 and bf16 (CPU).
 
     python -m alphazero.bench.inference --config configs/default.yaml --batches 1,8,48,256 [--compile]
     python -m alphazero.bench.inference --config configs/gpu.yaml --device cuda --batches 256,1024,4096
@@ -27,9 +27,11 @@ from alphazero.config import load_config
 from alphazero.nets.inference import (
     INPUT_NAME,
     InferenceSettings,
+    OpenVinoBackend,
     TorchBackend,
     export_onnx,
     onnx_session,
+    openvino_available,
 )
 from alphazero.nets.network import PolicyValueNet, fuse_for_inference
 
@@ -122,6 +124,9 @@ def main() -> None:
     if device.type == "cpu":
         session = onnx_session(export_onnx(net), threads=args.threads)
         variants["onnxruntime"] = lambda x: session.run(None, {INPUT_NAME: x})
+        if openvino_available():
+            for precision in ("fp32", "bf16"):
+                variants[f"openvino-{precision}"] = OpenVinoBackend(net, precision)
         if args.int8:
             for name, model in int8_models(net).items():
                 variants[name] = _session_runner(onnx_session(model, threads=args.threads))

@@ -21,7 +21,7 @@ from alphazero.bench.shared import timed
 from alphazero.board import encoding
 from alphazero.config import RunConfig, SearchConfig
 from alphazero.nets.evaluator import NetworkEvaluator
-from alphazero.nets.inference import available_backends, resolve_backend, resolve_settings
+from alphazero.nets.inference import available_backends, resolve_inference
 from alphazero.nets.network import PolicyValueNet
 from alphazero.search.factory import build_search
 
@@ -34,8 +34,8 @@ def bench_encoding(boards: list[chess.Board], seconds: float) -> float:
 def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str = "cpu",
                   backend: str = "auto", search: SearchConfig | None = None) -> float:
     """Positions/s of the network alone; the torch backend as ``search``'s precision, channels_last and
-    pin_memory say (auto unless given)."""
-    if search is None or backend == "onnx":
+    pin_memory say (auto unless given); onnx and openvino in their own ``auto`` precision."""
+    if search is None or backend in ("onnx", "openvino"):
         evaluator = NetworkEvaluator(net, device=device, backend=backend)
     else:
         evaluator = NetworkEvaluator.for_search(net, replace(search, backend=backend), device=device)
@@ -115,8 +115,8 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     python_config = replace(config, search=replace(config.search, implementation="python"))
     batched_moves = max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker))
     search = config.search
-    settings = resolve_settings(torch.device(device), search.precision, search.channels_last, search.pin_memory)
-    backend = resolve_backend(search.backend, torch.device(device), settings)  # the searches' (search.backend)
+    backend, settings = resolve_inference(torch.device(device), search.backend, search.precision,
+                                          search.channels_last, search.pin_memory)  # the searches' (search.backend)
     nets = bench_backends(net, boards, batch, seconds, device, search)
     return {
         "search_algorithm": config.search.algorithm,

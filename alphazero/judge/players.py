@@ -11,8 +11,9 @@ spec                                                      player
                                                           of the value the search reads, in place of the
                                                           network's ``material_utility``); PATH a network
                                                           file or a run directory (its current best network);
-                                                          also ``backend=torch|onnx``, ``precision=fp32|bf16|
-                                                          fp16``, ``channels_last=0|1`` (``SearchConfig``)
+                                                          also ``backend=torch|onnx|openvino``,
+                                                          ``precision=fp32|bf16|fp16``, ``channels_last=0|1``
+                                                          (``SearchConfig``)
 ``policy:PATH``                                           the raw network policy, most probable legal move
 ``random``                                                uniformly random legal move
 ``greedy``                                                mate in one, else the capture that wins the most

@@ -18,7 +18,9 @@ of finished games (``moves_left_loss``).
 
 With ``train.precision = bf16`` the forward pass runs under ``torch.autocast`` to bfloat16 while the
 weights, their gradients and the optimizer stay fp32 and every loss is taken in fp32 (``compute_loss``
-casts the heads' outputs): the mixed precision lc0 and KataGo train with, on a CPU with AMX as on a GPU.
+casts the heads' outputs): the mixed precision lc0 and KataGo train with, on a CPU with bf16 arithmetic as
+on a GPU. ``auto`` (the default, for ``channels_last`` too) is resolved once for the learner's device
+(``resolve_precision``).
 
 ``Learner`` owns the network being trained, its optimizer and schedule, the replay window and the
 random state; ``state_dict`` / ``load_state_dict`` round-trip all of it through safe formats.
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -40,6 +42,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from alphazero.config import TrainConfig
 from alphazero.errors import InputError
 from alphazero.learn.replay import ReplayWindow, read_shard
+from alphazero.nets.inference import cpu_computes_bf16
 from alphazero.nets.network import (
     MOVES_LEFT_SCALE,
     NetworkConfig,
@@ -185,6 +188,16 @@ def anneal_factor(config: TrainConfig, progress: float | None) -> float:
     return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * t))
 
 
+def resolve_precision(config: TrainConfig, device: torch.device) -> TrainConfig:
+    """``config`` with ``precision`` and ``channels_last`` resolved for ``device``: ``auto`` is bf16 with
+    channels-last on a CPU that computes bf16 natively (``cpu_computes_bf16``; measured to pay there), fp32
+    and contiguous elsewhere (on CUDA too, where it is not measured)."""
+    bf16 = device.type == "cpu" and cpu_computes_bf16()
+    precision = ("bf16" if bf16 else "fp32") if config.precision == "auto" else config.precision
+    channels_last = (precision == "bf16" and device.type == "cpu") if config.channels_last == "auto" else config.channels_last
+    return replace(config, precision=precision, channels_last=bool(channels_last))
+
+
 def check_learner_state(state: Any, source: str = "learner state") -> None:
     """Raise ``InputError`` naming ``source`` unless ``state`` is a learner state file of this version
     (its header only: ``Learner.load_state_dict`` checks the rest when it loads it)."""
@@ -202,7 +215,7 @@ class Learner:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.config = config
+        self.config = resolve_precision(config, self.device)
         torch.manual_seed(seed)
         self.net = self._placed(PolicyValueNet(network))
         self.optimizer = make_optimizer(self.net, config)

@@ -16,7 +16,7 @@ import torch
 
 from alphazero.board import encoding
 from alphazero.config import SearchConfig
-from alphazero.nets.inference import make_backend, resolve_backend, resolve_settings
+from alphazero.nets.inference import make_backend, resolve_inference
 from alphazero.nets.network import PolicyValueNet
 
 
@@ -54,8 +54,8 @@ class NetworkEvaluator:
 
     The network is copied with its BatchNorms folded (inference only). ``max_batch`` splits very
     large rounds so memory stays bounded; ``device`` is ``"cpu"``, ``"cuda"`` or ``"auto"``;
-    ``backend`` is ``"torch"``, ``"onnx"`` (cpu only) or ``"auto"`` (onnx on the cpu when
-    onnxruntime imports and the settings are plain, else torch); ``self.backend`` is the one chosen.
+    ``backend`` is ``"torch"``, ``"onnx"`` or ``"openvino"`` (both cpu only) or ``"auto"`` (onnx on the
+    cpu when onnxruntime imports and the settings are plain, else torch); ``self.backend`` is the one chosen.
     ``precision``, ``channels_last`` and ``pin_memory`` are ``search``'s keys of the same names
     (``alphazero.nets.inference.resolve_settings``; ``self.settings`` holds them resolved).
     ``policy_temperature`` T divides every logit ``forward`` returns (so both searches' priors are
@@ -71,8 +71,7 @@ class NetworkEvaluator:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.settings = resolve_settings(self.device, precision, channels_last, pin_memory)
-        self.backend = resolve_backend(backend, self.device, self.settings)
+        self.backend, self.settings = resolve_inference(self.device, backend, precision, channels_last, pin_memory)
         self.max_batch = max_batch
         self.policy_temperature = float(policy_temperature)
         self.num_positions = 0

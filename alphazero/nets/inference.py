@@ -11,18 +11,27 @@ for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
   where the staging buffers cannot be pinned and the copies are plain (so tests cover each path).
 - ``onnx``: ONNX Runtime (CPUExecutionProvider) on an in-memory ONNX export of the folded network,
   with as many intra-op threads as torch has (``torch.get_num_threads()``); fp32 and contiguous only.
-- ``auto``: ``onnx`` on the CPU when onnxruntime and onnx import and the settings are plain (fp32,
-  contiguous, no staging), ``torch`` otherwise (always on CUDA).
+- ``openvino``: OpenVINO Runtime (CPU plugin) on the same in-memory export, on as many inference threads
+  as torch has, in fp32 or bf16 (``precision``; ``auto``: bf16 where the CPU computes in bf16 natively,
+  ``avx512_bf16`` or AMX, fp32 elsewhere: ``native_cpu_precision``); contiguous and unstaged.
+- ``auto``: on the CPU ``openvino`` when openvino and onnx import (``onnx`` when only onnxruntime does),
+  ``torch`` when a setting asks for what only torch does (fp16, channels-last, staging); always ``torch``
+  on CUDA.
 
 ``resolve_settings`` turns the config's ``auto`` into settings for a device: on CUDA fp16, channels-last
-and pinned staging (the usual choices for a conv net on tensor cores; not yet measured in this project,
-which has had no GPU), on the CPU fp32, contiguous and unstaged (measured, docs/RESULTS.md "GPU self-play").
+and pinned staging (the usual choices for a conv net on tensor cores; measured on an H200, docs/RESULTS.md
+"GPU self-play, measured"), on the CPU fp32, contiguous and unstaged, and for ``openvino`` the CPU's native
+precision. ``resolve_inference`` resolves both.
 
 Measured on one thread with the default 3x32 network (docs/RESULTS.md, "Inference backends"): ONNX
 Runtime ran 1.4-6x torch eager's positions per second (most at batch 1, 1.4-2x at the self-play
 batch of 48), logits equal to 2.4e-7, and self-play 1.6-3.2x as many positions per second;
 torch.compile lost at batch 48 and took 40-100 s to compile each batch size, and channels_last lost
-at batch 48, so neither is used (``alphazero.bench.inference``).
+at batch 48, so neither is used (``alphazero.bench.inference``). On an AMD Zen 5 (``avx512_bf16``, no AMX;
+docs/RESULTS.md "OpenVINO in bf16") OpenVINO fp32 ran 1.08x ONNX Runtime, OpenVINO bf16 1.6x (policy KL
+from fp32 0.0005, values within 0.014), self-play 1.34x, and the same network played level with its fp32
+self (+1 Elo [-25, +26], 400 games); ONNX Runtime's int8 (static, QDQ) ran 2.5x but moved the policy
+20-30 times as far (KL 0.006-0.015), and 0.63x on a 4x48 network: not used.
 
 ``export_onnx`` is also what ``alphazero export --onnx`` writes: input ``planes`` (uint8
 ``[B, 24, 8, 8]``, the encoder's planes as stored, scaled inside the graph), outputs ``logits``
@@ -46,7 +55,8 @@ from alphazero.board import encoding
 from alphazero.fileio import atomic_write
 from alphazero.nets.network import PolicyValueNet, fuse_for_inference
 
-BACKENDS = ("auto", "torch", "onnx")
+BACKENDS = ("auto", "torch", "onnx", "openvino")
+OPENVINO_PRECISIONS = {"fp32": "f32", "bf16": "bf16"}  # ours -> OpenVINO's INFERENCE_PRECISION_HINT
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -65,13 +75,16 @@ class InferenceSettings:
 
 
 def resolve_settings(device: torch.device, precision: str = "auto", channels_last: bool | str = "auto",
-                     pin_memory: bool | str = "auto") -> InferenceSettings:
-    """``search.precision``/``channels_last``/``pin_memory`` (``auto`` or a value) as settings for ``device``."""
+                     pin_memory: bool | str = "auto", backend: str = "torch") -> InferenceSettings:
+    """``search.precision``/``channels_last``/``pin_memory`` (``auto`` or a value) as settings for ``device``
+    (``backend``: the resolved backend; ``openvino``'s ``auto`` precision is the CPU's native one)."""
     if precision != "auto" and precision not in PRECISIONS:
         raise ValueError(f"precision must be auto, {', '.join(PRECISIONS)}, got {precision!r}")
     cuda = device.type == "cuda"
+    if precision == "auto":
+        precision = "fp16" if cuda else native_cpu_precision() if backend == "openvino" else "fp32"
     return InferenceSettings(
-        precision=("fp16" if cuda else "fp32") if precision == "auto" else precision,
+        precision=precision,
         channels_last=cuda if channels_last == "auto" else bool(channels_last),
         pin_memory=cuda if pin_memory == "auto" else bool(pin_memory),
     )
@@ -90,23 +103,88 @@ def onnx_available() -> bool:
     return True
 
 
+def openvino_available() -> bool:
+    """Whether the ``openvino`` backend can run here (OpenVINO Runtime to run, onnx for torch's exporter)."""
+    try:
+        import onnx  # noqa: F401
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_OPENVINO_CORE = None
+
+
+def openvino_core():
+    """The process's one ``openvino.Core`` (made on first use: it loads the CPU plugin)."""
+    global _OPENVINO_CORE
+    if _OPENVINO_CORE is None:
+        import openvino
+
+        _OPENVINO_CORE = openvino.Core()
+    return _OPENVINO_CORE
+
+
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of a CPU that computes in bf16 natively
+
+
+def cpu_computes_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has bf16 arithmetic (``avx512_bf16`` dot products or AMX tiles): where bf16 pays
+    (docs/RESULTS.md "OpenVINO in bf16"); elsewhere it is emulated and slower. False where ``cpuinfo`` cannot
+    be read (not Linux)."""
+    try:
+        with open(cpuinfo) as handle:
+            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return any(flag in flags for flag in BF16_CPU_FLAGS)
+
+
+def native_cpu_precision() -> str:
+    """``bf16`` on a CPU that computes it natively (``cpu_computes_bf16``), else ``fp32``: what ``auto`` means
+    for the openvino backend and for the learner on the CPU."""
+    return "bf16" if cpu_computes_bf16() else "fp32"
+
+
 def resolve_backend(backend: str, device: torch.device, settings: InferenceSettings = InferenceSettings()) -> str:
-    """``torch`` or ``onnx`` for ``backend`` (one of ``BACKENDS``) on ``device`` with ``settings`` (``auto``
-    takes torch when a setting asks for what only torch does)."""
+    """``torch``, ``onnx`` or ``openvino`` for ``backend`` (one of ``BACKENDS``) on ``device`` with
+    ``settings``. ``auto``: on the CPU openvino when it imports (onnx when not), torch when a setting asks
+    for what only torch does (fp16, channels-last, staging); torch on CUDA."""
     if backend not in BACKENDS:
         raise ValueError(f"inference backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "auto":
-        return "onnx" if device.type == "cpu" and settings.plain and onnx_available() else "torch"
-    if backend == "onnx" and device.type != "cpu":
-        raise ValueError(f"the onnx backend runs on the cpu only, not on {device.type}")
+        if device.type != "cpu":
+            return "torch"
+        if settings.precision in OPENVINO_PRECISIONS and not (settings.channels_last or settings.pin_memory) \
+                and openvino_available():
+            return "openvino"
+        return "onnx" if settings.plain and onnx_available() else "torch"
+    if backend in ("onnx", "openvino") and device.type != "cpu":
+        raise ValueError(f"the {backend} backend runs on the cpu only, not on {device.type}")
     if backend == "onnx" and not settings.plain:
         raise ValueError(f"the onnx backend runs fp32 and contiguous only, not {settings}")
+    if backend == "openvino":
+        if settings.precision not in OPENVINO_PRECISIONS or settings.channels_last or settings.pin_memory:
+            raise ValueError(f"the openvino backend runs fp32 or bf16, contiguous and unstaged, not {settings}")
+        if not openvino_available():
+            raise ValueError("the openvino backend needs the openvino package (pip install openvino)")
     return backend
 
 
+def resolve_inference(device: torch.device, backend: str = "auto", precision: str = "auto",
+                      channels_last: bool | str = "auto", pin_memory: bool | str = "auto") -> tuple[str, InferenceSettings]:
+    """The backend and settings that ``search``'s keys of these names ask for on ``device``, both resolved."""
+    name = resolve_backend(backend, device, resolve_settings(device, precision, channels_last, pin_memory))
+    settings = resolve_settings(device, precision, channels_last, pin_memory, name)
+    return resolve_backend(name, device, settings), settings
+
+
 def available_backends(device: torch.device) -> list[str]:
-    """The backends (``torch``, ``onnx``) that can run on ``device`` here."""
-    return ["torch", "onnx"] if device.type == "cpu" and onnx_available() else ["torch"]
+    """The backends (``torch``, ``onnx``, ``openvino``) that can run on ``device`` here."""
+    if device.type != "cpu":
+        return ["torch"]
+    return ["torch"] + ["onnx"] * onnx_available() + ["openvino"] * openvino_available()
 
 
 def export_onnx(net: PolicyValueNet, metadata: Mapping[str, str] | None = None) -> bytes:
@@ -276,11 +354,51 @@ class OnnxBackend:
         return logits, value
 
 
+class OpenVinoBackend:
+    """OpenVINO Runtime's CPU plugin on an in-memory ONNX export of the network, in ``precision`` (fp32 or
+    bf16: its ``INFERENCE_PRECISION_HINT``), one stream, as many threads as ``torch.get_num_threads()``
+    (compiled again when torch's count changes), no thread pinning (the process's cores are Ray's to give).
+
+    The logits returned are a view of the plugin's output buffer, valid until the next call (as the torch
+    backend's staging); the values are a copy.
+    """
+
+    name = "openvino"
+
+    def __init__(self, net: PolicyValueNet, precision: str = "fp32") -> None:
+        if precision not in OPENVINO_PRECISIONS:
+            raise ValueError(f"the openvino backend runs {' or '.join(OPENVINO_PRECISIONS)}, not {precision!r}")
+        self.precision = precision
+        self.model = openvino_core().read_model(export_onnx(net), b"")
+        self.threads = torch.get_num_threads()
+        self.request = self._compiled(self.threads)
+
+    def _compiled(self, threads: int):
+        """An inference request of the model compiled for ``threads`` threads."""
+        compiled = openvino_core().compile_model(self.model, "CPU", {
+            "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
+            "ENABLE_CPU_PINNING": False, "INFERENCE_PRECISION_HINT": OPENVINO_PRECISIONS[self.precision]})
+        return compiled.create_infer_request()
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if len(planes) == 0:
+            return np.zeros((0, encoding.NUM_ACTIONS), np.float32), np.zeros(0, np.float32)
+        if torch.get_num_threads() != self.threads:
+            self.threads = torch.get_num_threads()
+            self.request = self._compiled(self.threads)
+        self.request.infer({0: np.ascontiguousarray(planes, dtype=np.uint8)})
+        logits = self.request.get_output_tensor(0).data
+        values = self.request.get_output_tensor(1).data
+        return logits, np.array(values, dtype=np.float32).reshape(len(planes))
+
+
 def make_backend(backend: str, net: PolicyValueNet, device: torch.device,
-                 settings: InferenceSettings = InferenceSettings()) -> TorchBackend | OnnxBackend:
-    """The backend named by ``resolve_backend`` output (``torch`` or ``onnx``) running ``net``."""
+                 settings: InferenceSettings = InferenceSettings()) -> TorchBackend | OnnxBackend | OpenVinoBackend:
+    """The backend named by ``resolve_backend`` output (``torch``, ``onnx`` or ``openvino``) running ``net``."""
     if backend == "onnx":
         return OnnxBackend(net)
+    if backend == "openvino":
+        return OpenVinoBackend(net, settings.precision)
     if backend == "torch":
         return TorchBackend(net, device, settings)
-    raise ValueError(f"no inference backend {backend!r} (torch or onnx)")
+    raise ValueError(f"no inference backend {backend!r} (torch, onnx or openvino)")
