@@ -117,8 +117,9 @@ class SearchConfig:
     # Where the network runs for the search (alphazero.nets.inference): ``torch`` (eager), ``onnx`` (ONNX
     # Runtime, CPU only, fp32; 1.4-6x torch's positions/s on one thread, self-play 1.6-3.2x, docs/RESULTS.md),
     # ``openvino`` (OpenVINO Runtime, CPU only; fp32, or bf16 on a CPU that computes it natively: its ``auto``
-    # precision; on AMD Zen 5 self-play 1.34x ONNX Runtime's) or ``auto``: openvino on the CPU (onnx where
-    # openvino is not installed, torch for what only torch runs), torch on CUDA.
+    # precision; on AMD Zen 5 self-play 1.34x ONNX Runtime's) or ``auto``: on the CPU openvino where the CPU
+    # computes bf16 natively (in bf16), onnx elsewhere (on an AVX2 Zen 3 1.16x OpenVINO's fp32), torch for what
+    # only torch runs; torch on CUDA.
     backend: str = "auto"
     # How the torch backend runs the network on its device (alphazero.nets.inference.InferenceSettings):
     # ``precision`` fp32, fp16 or bf16 (autocast), ``channels_last`` true or false (the conv tower's memory

@@ -33,8 +33,10 @@ def test_bench_json_has_every_figure(capsys) -> None:
     # The configured search (self-play's default: gumbel) and the other algorithm beside it.
     assert figures["search_algorithm"] == "gumbel" and figures["search_batched_sims_per_s_puct"] > 0
     assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_implementation"] == "auto"
-    # auto on the CPU: OpenVINO in the CPU's native precision (bf16 where it computes it, else fp32)
-    assert figures["device"] == "cpu" and figures["inference"] == native_cpu_precision() and figures["backend"] == "openvino"
+    # auto on the CPU: OpenVINO bf16 where the CPU computes bf16, else ONNX Runtime fp32
+    native = native_cpu_precision()
+    assert figures["device"] == "cpu" and figures["inference"] == native
+    assert figures["backend"] == ("openvino" if native == "bf16" else "onnx")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: --device cuda runs")

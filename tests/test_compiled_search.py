@@ -85,6 +85,59 @@ def test_moves_in_movegen_order_planes_and_actions_match_the_python_oracles() ->
         assert np.array_equal(position_actions(position, moves), encoding.moves_to_actions(board, expected))
 
 
+# Checks of every kind, and mates: discovered and double checks, a castling rook, en passant that uncovers
+# a slider, promotions to each piece, a king that steps aside for its own rook.
+CHECK_FENS = [
+    "4k3/8/8/8/8/8/4B3/4R1K1 w - - 0 1",  # the bishop uncovers the rook
+    "k7/8/8/8/8/8/1B6/KN6 w - - 0 1",  # the knight uncovers the bishop on the long diagonal
+    "5k2/8/8/8/8/8/8/4K2R w K - 0 1",  # O-O checks along the f-file
+    "k7/8/8/KPp4r/8/8/8/8 w - c6 0 1",  # en passant
+    "1k6/8/8/1pP5/8/8/8/1R2K3 w - b6 0 1",  # en passant uncovers the rook on the b-file
+    "3r1r2/4P1k1/8/8/8/8/8/4K3 w - - 0 1",  # promotions and under-promotions that check
+    "7k/8/8/8/8/8/8/K5R1 w - - 0 1",  # a rook lift
+    "6k1/5ppp/8/8/8/8/8/KR6 w - - 0 1",  # back-rank mate
+    "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 4 4",  # scholar's mate
+]
+
+
+def test_mating_move_plays_only_possible_checks_and_finds_the_first_mate() -> None:
+    from alphazero.board.kernel import MAX_MOVES, bishop_attacks, rook_attacks
+    from alphazero.board.move_order import ordered_moves
+    from alphazero.search.compiled.expansion import mating_move, may_give_check
+    from tests.test_mcts import MATE_IN_ONE
+
+    boards = random_boards(1500, seed=23) + [chess.Board(fen) for fen in SPECIAL_FENS + CHECK_FENS + MATE_IN_ONE]
+    buffer = np.zeros(MAX_MOVES, np.int32)
+    checks = candidates = total = mates = 0
+    for board in boards:
+        if board.is_game_over():
+            continue
+        position = Position.from_board(board)
+        count = ordered_moves(position.bb, position.sq, position.st, buffer)
+        moves = [move_to_chess(int(m)) for m in buffer[:count]]
+        king = board.king(not board.turn)
+        occupied = position.bb[12] | position.bb[13]
+        diagonal, straight = np.uint64(bishop_attacks(king, occupied)), np.uint64(rook_attacks(king, occupied))
+        first_mate = -1
+        for index, move in enumerate(moves):
+            may = may_give_check(position.sq, position.st, buffer[index], int(board.turn == chess.BLACK), king,
+                                 diagonal, straight)
+            assert may or not board.gives_check(move), f"{move} checks in {board.fen()}"
+            checks += board.gives_check(move)
+            candidates += bool(may)
+            if first_mate < 0 and board.gives_check(move):
+                board.push(move)
+                first_mate = index if board.is_checkmate() else -1
+                board.pop()
+        total += count
+        mates += first_mate >= 0
+        assert mating_move(position.bb, position.sq, position.st, position.keys, position.undo, buffer, count) \
+            == first_mate, board.fen()
+        assert position.fen() == board.fen()  # the arrays are left as they were
+    assert checks > 500 and mates > 10
+    assert candidates < 0.2 * total  # most moves are passed over unplayed
+
+
 def test_encoding_of_special_planes() -> None:
     # Legal en passant only: a pinned capturer gives 0, as has_legal_en_passant() says.
     for fen in ["8/8/8/KPp4r/8/8/8/6k1 w - c6 0 1", "rnbqkbnr/ppp1p1pp/8/3pPp2/8/8/PPPP1PPP/RNBQKBNR w KQkq f6 0 3"]:

@@ -59,17 +59,32 @@ def onnx_evaluator(net, request) -> NetworkEvaluator:
     return NetworkEvaluator(net, backend=request.param, precision="fp32")
 
 
-def test_auto_picks_openvino_on_the_cpu_and_names_are_checked() -> None:
+@pytest.mark.parametrize("native, chosen", [(True, "openvino"), (False, "onnx")])
+def test_auto_picks_openvino_where_the_cpu_computes_bf16_and_onnx_elsewhere(monkeypatch, native, chosen) -> None:
+    import alphazero.nets.inference as inference
+
+    monkeypatch.setattr(inference, "cpu_computes_bf16", lambda: native)
+    cpu = torch.device("cpu")
+    assert resolve_backend("auto", cpu) == chosen
+    assert resolve_inference(cpu) == (chosen, InferenceSettings("bf16" if native else "fp32"))
+    assert NetworkEvaluator(make_net(3)).backend == chosen
+    # bf16 asked for runs in OpenVINO on any CPU (only it and torch run bf16 there); fp32 asked for follows the CPU.
+    assert resolve_inference(cpu, precision="bf16") == ("openvino", InferenceSettings("bf16"))
+    assert resolve_inference(cpu, precision="fp32") == (chosen, InferenceSettings())
+    # Without onnxruntime, OpenVINO runs the fp32 too.
+    monkeypatch.setattr(inference, "onnx_available", lambda: False)
+    assert resolve_backend("auto", cpu) == "openvino"
+
+
+def test_backend_names_are_checked() -> None:
     cpu = torch.device("cpu")
     assert available_backends(cpu) == ["torch", "onnx", "openvino"]
-    assert resolve_backend("auto", cpu) == "openvino"
     assert resolve_backend("torch", cpu) == "torch"
     assert resolve_backend("auto", torch.device("cuda")) == "torch"
     with pytest.raises(ValueError, match="cpu only"):
         resolve_backend("onnx", torch.device("cuda"))
     with pytest.raises(ValueError, match="tensorrt"):
         resolve_backend("tensorrt", cpu)
-    assert NetworkEvaluator(make_net(3)).backend == "openvino"
 
 
 def test_search_backend_is_a_config_key_checked_by_name() -> None:
@@ -202,7 +217,7 @@ def test_openvino_precision_auto_is_the_cpus_native_one_and_settings_are_checked
     backend, settings = resolve_inference(cpu, "openvino")
     assert backend == "openvino" and settings.precision == native and not settings.channels_last
     assert resolve_inference(cpu, "openvino", "fp32")[1].precision == "fp32"
-    assert resolve_inference(cpu) == (backend, settings)  # auto on the CPU: openvino in the native precision
+    assert resolve_inference(cpu) == ((backend, settings) if native == "bf16" else ("onnx", settings))  # auto
     assert resolve_inference(cpu, "onnx") == ("onnx", InferenceSettings())
     evaluator = NetworkEvaluator(net, backend="openvino")
     assert (evaluator.backend, evaluator.settings.precision) == ("openvino", native)
@@ -369,7 +384,7 @@ def test_auto_settings_are_fp16_channels_last_pinned_on_cuda_and_plain_on_the_cp
     assert resolve_settings(cpu, "bf16", True, True) == InferenceSettings("bf16", True, True)
     # auto takes torch when a setting asks for what only torch does; onnx asked for with one is refused.
     assert resolve_backend("auto", cpu, InferenceSettings("bf16")) == "openvino"
-    assert resolve_backend("auto", cpu, InferenceSettings()) == "openvino"
+    assert resolve_backend("auto", cpu, InferenceSettings()) == ("openvino" if cpu_computes_bf16() else "onnx")
     assert resolve_backend("auto", cpu, InferenceSettings("fp16")) == "torch"
     assert resolve_backend("auto", cpu, InferenceSettings("bf16", channels_last=True)) == "torch"
     with pytest.raises(ValueError, match="fp32 and contiguous only"):

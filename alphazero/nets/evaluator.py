@@ -54,8 +54,9 @@ class NetworkEvaluator:
 
     The network is copied with its BatchNorms folded (inference only). ``max_batch`` splits very
     large rounds so memory stays bounded; ``device`` is ``"cpu"``, ``"cuda"`` or ``"auto"``;
-    ``backend`` is ``"torch"``, ``"onnx"`` or ``"openvino"`` (both cpu only) or ``"auto"`` (onnx on the
-    cpu when onnxruntime imports and the settings are plain, else torch); ``self.backend`` is the one chosen.
+    ``backend`` is ``"torch"``, ``"onnx"`` or ``"openvino"`` (both cpu only) or ``"auto"`` (on the cpu openvino
+    where the CPU computes bf16 natively, onnx elsewhere, torch for settings only torch runs: ``resolve_backend``);
+    ``self.backend`` is the one chosen.
     ``precision``, ``channels_last`` and ``pin_memory`` are ``search``'s keys of the same names
     (``alphazero.nets.inference.resolve_settings``; ``self.settings`` holds them resolved).
     ``policy_temperature`` T divides every logit ``forward`` returns (so both searches' priors are

@@ -14,9 +14,10 @@ for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
 - ``openvino``: OpenVINO Runtime (CPU plugin) on the same in-memory export, on as many inference threads
   as torch has, in fp32 or bf16 (``precision``; ``auto``: bf16 where the CPU computes in bf16 natively,
   ``avx512_bf16`` or AMX, fp32 elsewhere: ``native_cpu_precision``); contiguous and unstaged.
-- ``auto``: on the CPU ``openvino`` when openvino and onnx import (``onnx`` when only onnxruntime does),
-  ``torch`` when a setting asks for what only torch does (fp16, channels-last, staging); always ``torch``
-  on CUDA.
+- ``auto``: on the CPU ``openvino`` where the CPU computes bf16 natively or bf16 is asked for (and it
+  imports), ``onnx`` elsewhere (on an AVX2 AMD Zen 3 ONNX Runtime fp32 ran 1.16x OpenVINO fp32 at the
+  self-play batch, docs/RESULTS.md "The issue's own machine"), ``torch`` when a setting asks for what only
+  torch does (fp16, channels-last, staging); always ``torch`` on CUDA.
 
 ``resolve_settings`` turns the config's ``auto`` into settings for a device: on CUDA fp16, channels-last
 and pinned staging (the usual choices for a conv net on tensor cores; measured on an H200, docs/RESULTS.md
@@ -149,15 +150,18 @@ def native_cpu_precision() -> str:
 
 def resolve_backend(backend: str, device: torch.device, settings: InferenceSettings = InferenceSettings()) -> str:
     """``torch``, ``onnx`` or ``openvino`` for ``backend`` (one of ``BACKENDS``) on ``device`` with
-    ``settings``. ``auto``: on the CPU openvino when it imports (onnx when not), torch when a setting asks
+    ``settings``. ``auto``: on the CPU openvino where the CPU computes bf16 natively (``cpu_computes_bf16``) or
+    bf16 is asked for, onnx elsewhere (openvino when onnxruntime does not import), torch when a setting asks
     for what only torch does (fp16, channels-last, staging); torch on CUDA."""
     if backend not in BACKENDS:
         raise ValueError(f"inference backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "auto":
         if device.type != "cpu":
             return "torch"
+        # OpenVINO where its bf16 pays (a CPU that computes bf16, or bf16 asked for); in fp32 on a CPU without
+        # bf16 ONNX Runtime is the faster (AMD Zen 3, AVX2: 1.16x OpenVINO fp32 at the self-play batch).
         if settings.precision in OPENVINO_PRECISIONS and not (settings.channels_last or settings.pin_memory) \
-                and openvino_available():
+                and openvino_available() and (settings.precision == "bf16" or cpu_computes_bf16() or not onnx_available()):
             return "openvino"
         return "onnx" if settings.plain and onnx_available() else "torch"
     if backend in ("onnx", "openvino") and device.type != "cpu":

@@ -26,20 +26,26 @@ from numba import njit
 
 from alphazero.board import kernel as K
 from alphazero.board.encode_kernel import encode_rows, move_action
+from alphazero.board.bits import lsb
 from alphazero.board.kernel import (
+    KNIGHT_ATTACKS,
     MAX_MOVES,
     NO_SQUARE,
+    PAWN_ATTACKS,
     ST_EP,
     ST_HALFMOVE,
     ST_PLY,
     ST_SIDE,
     U_EP,
     Z_EP,
+    bishop_attacks,
+    bit,
     generate_moves,
     in_check,
     insufficient_material,
     make_move,
     repetitions,
+    rook_attacks,
     unmake_move,
 )
 from alphazero.board.move_order import ordered_moves
@@ -84,12 +90,49 @@ def _tree_key(keys, undo, st, ply, current):
     return key
 
 
+@njit(cache=True, inline="always")
+def may_give_check(sq, st, move, us, king, diagonal, straight):
+    """False only where ``move`` (legal, ``us`` to move) cannot check the enemy king on ``king``;
+    ``diagonal``/``straight`` are the squares a bishop/rook on ``king`` sees before the move. A check is
+    the moved (or promoted) piece seeing the king from its destination, or a slider uncovered behind
+    the square it left: that square is then the first piece on one of the king's lines (so a
+    destination that the vacated square hid is covered too). En passant (a second vacated square)
+    and castling (the rook) are always played."""
+    start = move & 63
+    end = (move >> 6) & 63
+    if (bit(start) & (diagonal | straight)) or end == st[ST_EP]:
+        return True
+    kind = move >> 12
+    if kind == 0:
+        kind = sq[start] - 6 * us
+    target = bit(end)
+    if kind == K.PAWN:
+        return (PAWN_ATTACKS[1 - us, king] & target) != 0
+    if kind == K.KNIGHT:
+        return (KNIGHT_ATTACKS[king] & target) != 0
+    if kind == K.BISHOP:
+        return (diagonal & target) != 0
+    if kind == K.ROOK:
+        return (straight & target) != 0
+    if kind == K.QUEEN:
+        return ((diagonal | straight) & target) != 0
+    return abs(end - start) == 2  # the king: only castling's rook can check
+
+
 @njit(cache=True)
 def mating_move(bb, sq, st, keys, undo, moves, count):
     """Index in ``moves[:count]`` (the legal moves) of the first that checkmates, else -1
-    (``movegen.mating_move_index``): each move is played, and only a check has its replies generated."""
+    (``movegen.mating_move_index``). Only a move that may give check is played (``may_give_check``: most
+    moves are passed over without make/unmake), and only a check has its replies generated."""
+    us = st[ST_SIDE]
+    king = lsb(bb[6 * (1 - us) + K.KING])
+    occupied = bb[K.OCC_WHITE] | bb[K.OCC_BLACK]
+    diagonal = bishop_attacks(king, occupied)
+    straight = rook_attacks(king, occupied)
     replies = np.empty(0, np.int32)
     for k in range(count):
+        if not may_give_check(sq, st, moves[k], us, king, diagonal, straight):
+            continue
         make_move(bb, sq, st, keys, undo, moves[k])
         mate = False
         if in_check(bb, st):
