@@ -25,8 +25,8 @@ import numpy as np
 from numba import njit
 
 from alphazero.board import kernel as K
-from alphazero.board.encode_kernel import encode_rows, move_action
 from alphazero.board.bits import lsb
+from alphazero.board.encode_kernel import encode_rows, move_action
 from alphazero.board.kernel import (
     KNIGHT_ATTACKS,
     MAX_MOVES,
