@@ -106,7 +106,7 @@ def test_mating_move_plays_only_possible_checks_and_finds_the_first_mate() -> No
     from alphazero.search.compiled.expansion import mating_move, may_give_check
     from tests.test_mcts import MATE_IN_ONE
 
-    boards = random_boards(1500, seed=23) + [chess.Board(fen) for fen in SPECIAL_FENS + CHECK_FENS + MATE_IN_ONE]
+    boards = random_boards(600, seed=23) + [chess.Board(fen) for fen in SPECIAL_FENS + CHECK_FENS + MATE_IN_ONE]
     buffer = np.zeros(MAX_MOVES, np.int32)
     checks = candidates = total = mates = 0
     for board in boards:
@@ -134,7 +134,7 @@ def test_mating_move_plays_only_possible_checks_and_finds_the_first_mate() -> No
         assert mating_move(position.bb, position.sq, position.st, position.keys, position.undo, buffer, count) \
             == first_mate, board.fen()
         assert position.fen() == board.fen()  # the arrays are left as they were
-    assert checks > 500 and mates > 10
+    assert checks > 300 and mates >= 5
     assert candidates < 0.2 * total  # most moves are passed over unplayed
 
 
