@@ -28,6 +28,7 @@ from alphazero.board import kernel as K
 from alphazero.board.bits import lsb
 from alphazero.board.encode_kernel import encode_rows, move_action
 from alphazero.board.kernel import (
+    KING_ATTACKS,
     KNIGHT_ATTACKS,
     MAX_MOVES,
     NO_SQUARE,
@@ -43,6 +44,7 @@ from alphazero.board.kernel import (
     generate_moves,
     in_check,
     insufficient_material,
+    is_attacked,
     make_move,
     repetitions,
     rook_attacks,
@@ -119,11 +121,29 @@ def may_give_check(sq, st, move, us, king, diagonal, straight):
     return abs(end - start) == 2  # the king: only castling's rook can check
 
 
+@njit(cache=True, inline="always")
+def king_can_step(bb, st):
+    """Whether the side to move's king has a square to step to that no enemy piece attacks (the king's
+    square counted empty, so a slider's ray through it is seen): then a check is not mate, without
+    generating the replies."""
+    side = st[ST_SIDE]
+    king = lsb(bb[6 * side + K.KING])
+    empty_after = (bb[K.OCC_WHITE] | bb[K.OCC_BLACK]) ^ bit(king)
+    targets = KING_ATTACKS[king] & ~bb[K.OCC_WHITE + side]
+    while targets:
+        target = lsb(targets)
+        targets &= targets - np.uint64(1)
+        if not is_attacked(bb, target, 1 - side, empty_after):
+            return True
+    return False
+
+
 @njit(cache=True)
 def mating_move(bb, sq, st, keys, undo, moves, count):
     """Index in ``moves[:count]`` (the legal moves) of the first that checkmates, else -1
     (``movegen.mating_move_index``). Only a move that may give check is played (``may_give_check``: most
-    moves are passed over without make/unmake), and only a check has its replies generated."""
+    moves are passed over without make/unmake), and only a check whose king cannot step aside
+    (``king_can_step``) has its replies generated."""
     us = st[ST_SIDE]
     king = lsb(bb[6 * (1 - us) + K.KING])
     occupied = bb[K.OCC_WHITE] | bb[K.OCC_BLACK]
@@ -135,7 +155,7 @@ def mating_move(bb, sq, st, keys, undo, moves, count):
             continue
         make_move(bb, sq, st, keys, undo, moves[k])
         mate = False
-        if in_check(bb, st):
+        if in_check(bb, st) and not king_can_step(bb, st):
             if len(replies) == 0:
                 replies = np.empty(MAX_MOVES, np.int32)
             mate = generate_moves(bb, sq, st, replies, False) == 0
