@@ -41,16 +41,28 @@ def start(command: list[str], output: int | None = subprocess.PIPE) -> subproces
     return subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=output, stderr=output, text=True, start_new_session=True)
 
 
+# How long a run's Ray workers may take to exit after its driver has: they leave when they notice their
+# raylet has gone, and one seen still running (state R) just after the driver's end was gone a moment later.
+EXIT_GRACE_S = 10.0
+
+
 def run_to_end(command: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
-    """Run ``command`` to its end (killed at ``timeout``); it must leave no process behind."""
+    """Run ``command`` to its end (killed at ``timeout``); it must leave no process behind (``EXIT_GRACE_S``
+    after its end; whatever is left then is killed, and the run fails)."""
     process = start(command)
     try:
         out, err = process.communicate(timeout=timeout)
     finally:
         if process.poll() is None:
             kill_session(process)
+    deadline = time.monotonic() + EXIT_GRACE_S
+    while session_pids(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     left = session_pids(process.pid)
-    assert not left, f"the run left processes behind: {describe(left)}"
+    if left:
+        description = describe(left)
+        kill_session(process)
+        raise AssertionError(f"the run left processes behind: {description}")
     return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
