@@ -16,8 +16,8 @@ for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
   ``avx512_bf16`` or AMX, fp32 elsewhere: ``native_cpu_precision``); contiguous and unstaged.
 - ``auto``: on the CPU ``openvino`` where the CPU computes bf16 natively or bf16 is asked for (and it
   imports), ``onnx`` elsewhere (on an AVX2 AMD Zen 3 ONNX Runtime fp32 ran 1.16x OpenVINO fp32 at the
-  self-play batch, docs/RESULTS.md "The issue's own machine"), ``torch`` when a setting asks for what only
-  torch does (fp16, channels-last, staging); always ``torch`` on CUDA.
+  self-play batch, docs/RESULTS.md "The issue's own kind of machine"), ``torch`` when a setting asks for
+  what only torch does (fp16, channels-last, staging); always ``torch`` on CUDA.
 
 ``resolve_settings`` turns the config's ``auto`` into settings for a device: on CUDA fp16, channels-last
 and pinned staging (the usual choices for a conv net on tensor cores; measured on an H200, docs/RESULTS.md

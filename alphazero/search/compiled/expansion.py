@@ -128,12 +128,12 @@ def king_can_step(bb, st):
     generating the replies."""
     side = st[ST_SIDE]
     king = lsb(bb[6 * side + K.KING])
-    empty_after = (bb[K.OCC_WHITE] | bb[K.OCC_BLACK]) ^ bit(king)
+    without_king = (bb[K.OCC_WHITE] | bb[K.OCC_BLACK]) ^ bit(king)
     targets = KING_ATTACKS[king] & ~bb[K.OCC_WHITE + side]
     while targets:
         target = lsb(targets)
         targets &= targets - np.uint64(1)
-        if not is_attacked(bb, target, 1 - side, empty_after):
+        if not is_attacked(bb, target, 1 - side, without_king):
             return True
     return False
 
