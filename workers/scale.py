@@ -128,8 +128,7 @@ def local_cluster(num_nodes: int, cpus_per_node: float = 1.0, object_store_mb: i
         for _ in range(num_nodes - 1):
             cluster.add_node(**node)
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False,
-                 runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
+        ray.init(address=cluster.address, log_to_driver=False)  # no runtime_env: actors take prestarted workers
         yield cluster
     finally:
         if ray.is_initialized():
