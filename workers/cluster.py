@@ -67,7 +67,7 @@ def _init_ray(address: str | None, num_cpus: int, object_store_memory_mb: int, l
               num_gpus: int | None) -> bool:
     # No job-level runtime_env: with one (even env_vars alone) Ray cannot hand an actor a worker it prestarted
     # for the job, and every actor waited for a new one (an actor's start 1.8-2.3 s without, 3.4-4.1 s with,
-    # on an AVX2 Zen 3; the suite 483 s instead of 558 s). The workers inherit the raylet's environment.
+    # on an AVX2 Zen 3; docs/RESULTS.md, "The Zen 3 again"). The workers inherit the raylet's environment.
     if address is None:
         ray.init(
             address="local",  # never attach silently to a cluster that happens to run here
