@@ -205,6 +205,7 @@ def test_override_into_a_scalar_is_rejected(tmp_path):
         ("train.device=tpu", "train.device"),
         ("train.optimizer=adam", "train.optimizer"),
         ("selfplay.max_plies=0", "selfplay.max_plies"),
+        ("network.policy_kernel=2", "network.policy_kernel"),
         ("workers.num_selfplay_workers=0", "workers.num_selfplay_workers"),
         ("max_generations=-1", "max_generations"),
     ],

@@ -224,7 +224,8 @@ def test_bare_pickled_object_is_refused_without_running_code(tmp_path):
 # -- inference fusion -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", [TINY, dataclasses.replace(TINY, se_ratio=2)], ids=["plain", "squeeze-excitation"])
+@pytest.mark.parametrize("config", [TINY, dataclasses.replace(TINY, se_ratio=2), dataclasses.replace(TINY, policy_kernel=1)],
+                         ids=["plain", "squeeze-excitation", "1x1-policy"])
 def test_fuse_for_inference_matches_eval_mode(config):
     net = _net_with_nontrivial_batchnorm(seed=5, config=config)
     net.train()  # fusion must use the running statistics, whatever mode the source is in
@@ -274,6 +275,42 @@ def test_squeeze_excitation_lets_a_square_see_the_whole_board(tmp_path):
     payload = net_to_payload(PolicyValueNet(TINY))
     del payload["config"]["se_ratio"]  # a network saved before the key existed has plain blocks
     assert all(block.se is None for block in net_from_payload(payload).tower)
+
+
+def test_a_1x1_policy_convolution_narrows_what_a_move_sees_and_saves_as_any_other(tmp_path):
+    """One block: stem and block reach 3 squares, the policy head's 3x3 a fourth. A knight on a1 or a2 (what it
+    stands on and attacks is 4 or more squares from g5) changes the logits of moves from g5 with the 3x3 head
+    and exactly not with the 1x1 one."""
+    from alphazero.nets.inference import INPUT_NAME, export_onnx, onnx_session
+
+    kings = chess.Board(None)
+    kings.set_piece_at(chess.H8, chess.Piece(chess.KING, chess.WHITE))
+    kings.set_piece_at(chess.H6, chess.Piece(chess.KING, chess.BLACK))
+    on_a1, on_a2 = kings.copy(), kings.copy()
+    on_a1.set_piece_at(chess.A1, chess.Piece(chess.KNIGHT, chess.WHITE))
+    on_a2.set_piece_at(chess.A2, chess.Piece(chess.KNIGHT, chess.WHITE))
+    planes = torch.from_numpy(encoding.encode_boards([on_a1, on_a2]))
+    g5 = [plane * 64 + chess.G5 for plane in range(73)]
+    differences = {}
+    for kernel in (3, 1):
+        torch.manual_seed(4)
+        net = PolicyValueNet(dataclasses.replace(TINY, policy_kernel=kernel)).eval()
+        with torch.no_grad():
+            logits, _ = net(planes)
+        differences[kernel] = (logits[0, g5] - logits[1, g5]).abs().max().item()
+    assert differences[1] == 0.0 and differences[3] > 1e-6, differences
+    assert net.policy_head[0].kernel_size == (1, 1)
+    path = tmp_path / "p1.pt"
+    save_network(net, path)
+    loaded = load_network(path)
+    assert loaded.config.policy_kernel == 1
+    session = onnx_session(export_onnx(loaded), threads=1)
+    onnx_logits, _ = session.run(None, {INPUT_NAME: planes.numpy()})
+    with torch.no_grad():
+        np.testing.assert_allclose(onnx_logits, loaded.eval()(planes)[0].numpy(), atol=1e-4)
+    payload = net_to_payload(PolicyValueNet(TINY))
+    del payload["config"]["policy_kernel"]  # a network saved before the key existed has the 3x3 head
+    assert net_from_payload(payload).policy_head[0].kernel_size == (3, 3)
 
 
 def test_fused_copy_has_no_batchnorm_and_leaves_the_source_alone():

@@ -123,7 +123,7 @@ class PolicyValueNet(nn.Module):
         )
         self.tower = nn.Sequential(*[ResidualBlock(c, config.se_ratio) for _ in range(config.blocks)])
         self.policy_head = nn.Sequential(
-            nn.Conv2d(c, config.policy_channels, 3, padding=1, bias=False),
+            nn.Conv2d(c, config.policy_channels, config.policy_kernel, padding=config.policy_kernel // 2, bias=False),
             nn.BatchNorm2d(config.policy_channels),
             nn.ReLU(),
             nn.Conv2d(config.policy_channels, encoding.NUM_ACTIONS // 64, 1),
