@@ -144,6 +144,18 @@ def test_a_network_players_policy_temperature_reaches_its_evaluator(tiny_net) ->
         make_player(f"mcts:{tiny_net}?pst=0")
 
 
+def test_a_network_players_fpu_reaches_its_search(tiny_net) -> None:
+    """``fpu=F`` is the first-play urgency the search gives an unvisited move (its parent's value less F);
+    0 and below are values, as lc0's are; outside (-1, 2) or not a number is named."""
+    for fpu in (-0.2, 0.0, 0.6):
+        player = make_player(f"mcts:{tiny_net}?sims=8&pst=2&fpu={fpu}")
+        assert player.mcts.config.fpu_reduction == fpu  # type: ignore[attr-defined]
+        assert player.choose_moves([chess.Board()])[0] in chess.Board().legal_moves
+    for bad in ("-1", "2", "x"):
+        with pytest.raises(ValueError, match="fpu must be in \\(-1, 2\\)"):
+            make_player(f"mcts:{tiny_net}?fpu={bad}")
+
+
 def test_a_network_players_mu_sets_the_material_heads_share_of_the_value(tiny_net) -> None:
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
     heads_net = load_network(tiny_net).eval()

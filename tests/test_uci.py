@@ -34,6 +34,7 @@ from alphazero.errors import InputError
 from alphazero.nets.network import PolicyValueNet, save_network
 from alphazero.serve.searchers import (
     AB_OPTIONS,
+    DEFAULT_FPU_REDUCTION,
     DEFAULT_MOVE_OVERHEAD_MS,
     DEFAULT_POLICY_TEMPERATURE,
     NETWORK_OPTIONS,
@@ -334,6 +335,7 @@ def test_engine_option_tables() -> None:
         "option name Nodes type spin default 400 min 1 max 1000000000",
         "option name CPuct type string default 1.25",
         f"option name PolicyTemperature type string default {DEFAULT_POLICY_TEMPERATURE}",
+        f"option name FPUReduction type string default {DEFAULT_FPU_REDUCTION}",
         f"option name Threads type spin default 1 min 1 max {threads_max}",
         "option name MultiPV type spin default 1 min 1 max 64",
         "option name Move Overhead type spin default 50 min 0 max 10000",
@@ -814,6 +816,23 @@ def test_policy_temperature_reaches_the_network_calls(net) -> None:
         assert searcher.evaluator.policy_temperature == 2.5
         stdin.send("setoption name PolicyTemperature value 0")
         assert stdout.read_until("info string")[-1].startswith("info string setoption")
+
+
+def test_fpu_reduction_reaches_the_search(net) -> None:
+    """``setoption name FPUReduction``: an unvisited move's first value is its parent's less this. Far below
+    zero every simulation tries a new root move; far above, the search stays on the few it has visited."""
+    searcher = NetworkSearcher(net)
+    spread = {}
+    with serving(searcher) as (stdin, stdout):
+        for fpu in (-0.9, 1.9):
+            stdin.send(f"setoption name FPUReduction value {fpu}", "ucinewgame", "position startpos", "go nodes 16")
+            stdout.read_until("bestmove")
+            tree = searcher._tree
+            assert tree is not None
+            spread[fpu] = sum(1 for visits in tree.root.child_visits if visits > 0)
+        stdin.send("setoption name FPUReduction value 2")
+        assert stdout.read_until("info string")[-1].startswith("info string setoption")
+    assert spread[-0.9] >= 12 and spread[1.9] <= 4, spread
 
 
 def test_setoption_values(inproc) -> None:

@@ -7,7 +7,9 @@ spec                                                      player
                                                           M: 1, the default, finds mates in one, 0 not:
                                                           ``SearchConfig.mate_in_one``; T: the policy
                                                           temperature, ``SearchConfig.policy_temperature``,
-                                                          1 by default; ``mu=U``: the material head's share
+                                                          1 by default; ``fpu=F``: first-play urgency,
+                                                          an unvisited move's value is its parent's less F,
+                                                          ``SearchConfig.fpu_reduction``; ``mu=U``: the material head's share
                                                           of the value the search reads, in place of the
                                                           network's ``material_utility``); PATH a network
                                                           file or a run directory (its current best network);
@@ -310,6 +312,14 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 changes[key] = value
             elif key == "pst":
                 changes["policy_temperature"] = float(_number(spec, key, value, float))
+            elif key == "fpu":  # 0: an unvisited move starts at its parent's value; below 0, above it
+                try:
+                    fpu = float(value)
+                except ValueError:
+                    fpu = float("nan")
+                if not -1.0 < fpu < 2.0:
+                    raise InputError(f"player spec {spec!r}: fpu must be in (-1, 2), got {value!r}")
+                changes["fpu_reduction"] = fpu
             elif key == "mu":
                 try:
                     material_utility = float(value)
@@ -318,7 +328,7 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 if not 0.0 <= material_utility <= 1.0:
                     raise InputError(f"player spec {spec!r}: mu must be in [0, 1], got {value!r}")
             else:
-                raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, algorithm, mates, "
+                raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, fpu, algorithm, mates, "
                                  "pst, mu, backend, precision, channels_last)")
         from dataclasses import replace
 

@@ -22,6 +22,8 @@ name                  type     default  engines      meaning
 ``PolicyTemperature`` string   2.0      network      the policy's logits are divided by this before the softmax
                                                      (lc0's PolicyTemperature; self-play's is 1.0,
                                                      ``search.policy_temperature``)
+``FPUReduction``      string   0.25     network      first-play urgency: an unvisited move's value is its parent's
+                                                     less this (lc0's FPU reduction, ``search.fpu_reduction``)
 ``Threads``           spin     1        network      torch intra-op threads
 ``Hash``              spin     16       ab           transposition table, MB (default: the spec's ``hash``)
 ``MultiPV``           spin     1        network, ab  lines reported (``info ... multipv K``), best first
@@ -142,6 +144,10 @@ DEFAULT_C_PUCT = SearchConfig().c_puct
 # Play flattens the policy where self-play (search.policy_temperature, 1.0) does not: the amx hour's network at
 # 200 simulations, temperature 2 against 1: +196 Elo [+132, +274] in 100 book games (docs/RESULTS.md).
 DEFAULT_POLICY_TEMPERATURE = 2.0
+# search.fpu_reduction's 0.25. At PolicyTemperature 2 and 200 simulations, 0 beat it head to head (+58 Elo
+# [+16, +102], amx-2h.pt) and was level against Stockfish 1350 (800 games over two networks, 36.6% against
+# 36.7%): the outside measure decides, as it did for Gumbel at play time (docs/RESULTS.md, "First-play urgency").
+DEFAULT_FPU_REDUCTION = SearchConfig().fpu_reduction
 DEFAULT_THREADS = 1
 MAX_THREADS = max(1, os.cpu_count() or 1)
 DEFAULT_MOVE_OVERHEAD_MS = 50
@@ -162,6 +168,8 @@ NODES = Option("Nodes", "spin", DEFAULT_NODES, sets="nodes", low=1, high=MAX_NOD
 C_PUCT = Option("CPuct", "float", DEFAULT_C_PUCT, sets="c_puct", low=0, high=1e6, help="PUCT exploration constant")
 POLICY_TEMPERATURE = Option("PolicyTemperature", "float", DEFAULT_POLICY_TEMPERATURE, sets="policy_temperature", low=0,
                             high=100, help="policy logits divided by this before the softmax")
+FPU_REDUCTION = Option("FPUReduction", "float", DEFAULT_FPU_REDUCTION, sets="fpu_reduction", low=-1, high=2,
+                       help="an unvisited move's value is its parent's less this")
 THREADS = Option("Threads", "spin", DEFAULT_THREADS, sets="threads", low=1, high=MAX_THREADS,
                  help="torch intra-op threads")
 HASH = Option("Hash", "spin", DEFAULT_HASH_MB, sets="hash_mb", low=1, high=65536, help="transposition table, MB")
@@ -170,7 +178,7 @@ MOVE_OVERHEAD = Option("Move Overhead", "spin", DEFAULT_MOVE_OVERHEAD_MS, sets="
 PONDER = Option("Ponder", "check", False, sets="ponder", help="accepted; pondering follows go ponder")
 MULTIPV = Option("MultiPV", "spin", 1, sets="multipv", low=1, high=MAX_MULTIPV, help="lines reported, best first")
 
-NETWORK_OPTIONS = OptionTable([NODES, C_PUCT, POLICY_TEMPERATURE, THREADS, MULTIPV, MOVE_OVERHEAD, PONDER],
+NETWORK_OPTIONS = OptionTable([NODES, C_PUCT, POLICY_TEMPERATURE, FPU_REDUCTION, THREADS, MULTIPV, MOVE_OVERHEAD, PONDER],
                               ignored=["Hash", "UCI_AnalyseMode", "UCI_ShowWDL"])
 AB_OPTIONS = OptionTable([HASH, MULTIPV, MOVE_OVERHEAD, PONDER], ignored=["Threads", "UCI_AnalyseMode", "UCI_ShowWDL"])
 PLAYER_OPTIONS = OptionTable([PONDER], ignored=["Hash", "Threads", "MoveOverhead", "UCI_AnalyseMode", "UCI_ShowWDL"])
@@ -374,7 +382,8 @@ class NetworkSearcher(Searcher):
         # PUCT: an anytime search, grown in chunks until a limit (Gumbel's sequential halving needs its budget
         # before it starts).
         self.evaluator.policy_temperature = job.settings["policy_temperature"]  # read by every network call
-        mcts = MCTS(self._tracker, SearchConfig(algorithm="puct", num_simulations=1, c_puct=job.settings["c_puct"]))
+        mcts = MCTS(self._tracker, SearchConfig(algorithm="puct", num_simulations=1, c_puct=job.settings["c_puct"],
+                                                 fpu_reduction=job.settings["fpu_reduction"]))
         root_stack = len(board.move_stack)
         self._tracker.max_stack = root_stack
         searchable = len(moves) > 1
