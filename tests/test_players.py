@@ -156,6 +156,51 @@ def test_a_network_players_fpu_reaches_its_search(tiny_net) -> None:
             make_player(f"mcts:{tiny_net}?fpu={bad}")
 
 
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
+def test_a_network_player_with_reuse_searches_on_from_the_kept_subtree(tiny_net, algorithm) -> None:
+    """``reuse=1``: after the opponent's reply the subtree under it is the root, and the search adds its
+    simulations to the visits it already had (PUCT); Gumbel's statistics start afresh, but the kept
+    evaluations spare network calls. Without it (the default) every move is a fresh search of N."""
+    rows = {}
+    visits = {}
+    for reuse in (0, 1):
+        player = make_player(f"mcts:{tiny_net}?sims=48&algorithm={algorithm}&reuse={reuse}")
+        searched: list[int] = []
+        search, forward = player.mcts.search, player.evaluator.forward  # type: ignore[attr-defined]
+
+        def spy(trees, *args, **kwargs):
+            results = search(trees, *args, **kwargs)
+            searched.extend(int(result.visit_counts.sum()) for result in results)
+            return results
+
+        calls = []
+
+        def counting_forward(planes, *args, **kwargs):
+            calls.append(len(planes))
+            return forward(planes, *args, **kwargs)
+
+        player.mcts.search = spy  # type: ignore[attr-defined]
+        player.evaluator.forward = counting_forward  # type: ignore[attr-defined]
+        board = chess.Board()
+        board.push(player.choose_moves([board])[0])
+        reply = next(iter(board.legal_moves))  # a reply the search may or may not have explored
+        board.push(reply)
+        move = player.choose_moves([board])[0]
+        assert move in board.legal_moves
+        other = chess.Board("4k3/8/8/8/8/8/3q4/4K3 w - - 0 1")  # another game: no kept tree, a fresh search
+        player.choose_moves([other])
+        rows[reuse], visits[reuse] = sum(calls), searched
+        player.close()
+    if algorithm == "puct":
+        assert visits[0][1] == 48 and visits[0][2] == 48
+        assert visits[1][1] > 48  # the reply's subtree kept its visits
+        assert visits[1][2] == 48
+    else:
+        assert rows[1] < rows[0]  # kept evaluations: fewer network rows for the same searches
+    with pytest.raises(ValueError, match="reuse must be 0 or 1"):
+        make_player(f"mcts:{tiny_net}?reuse=2")
+
+
 def test_a_network_players_mu_sets_the_material_heads_share_of_the_value(tiny_net) -> None:
     board = chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3")
     heads_net = load_network(tiny_net).eval()

@@ -11,7 +11,9 @@ spec                                                      player
                                                           an unvisited move's value is its parent's less F,
                                                           ``SearchConfig.fpu_reduction``; ``mu=U``: the material head's share
                                                           of the value the search reads, in place of the
-                                                          network's ``material_utility``); PATH a network
+                                                          network's ``material_utility``; ``reuse=1``: each
+                                                          game's subtree is kept from move to move, the
+                                                          search adding N simulations to it); PATH a network
                                                           file or a run directory (its current best network);
                                                           also ``backend=torch|onnx|openvino``,
                                                           ``precision=fp32|bf16|fp16``, ``channels_last=0|1``
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import chess
 import chess.engine
@@ -146,21 +148,56 @@ class PolicyPlayer:
 
 
 class MCTSPlayer:
-    """The network with search (PUCT or Gumbel): no noise, all games in one batched search."""
+    """The network with search (PUCT or Gumbel): no noise, all games in one batched search.
 
-    def __init__(self, net: PolicyValueNet, search: SearchConfig, name: str = "mcts", device: str = "cpu") -> None:
+    With ``reuse`` each game's tree is kept after the move played, and when the game comes back one
+    opponent's move later the subtree under that reply is the new root: the search adds its
+    ``num_simulations`` to the visits already there (as the UCI engine, lc0 and KataGo play). A game is
+    known by its starting position and its moves, so boards must carry their move stack; a board that
+    continues no kept tree gets a fresh one. A kept tree no call has continued within ``KEEP_CALLS`` calls
+    is dropped (an arena asks again one call later: each call holds the games where this player is to move).
+    """
+
+    KEEP_CALLS = 4
+
+    def __init__(self, net: PolicyValueNet, search: SearchConfig, name: str = "mcts", device: str = "cpu",
+                 reuse: bool = False) -> None:
         self.name = name
+        self.reuse = reuse
         self.evaluator = NetworkEvaluator.for_search(net, search, device=device)
         self.mcts, self._new_tree = build_search(self.evaluator, search)
+        self._calls = 0
+        self._kept: dict[tuple[str, tuple[chess.Move, ...]], tuple[int, Any]] = {}  # key -> (call, tree)
 
     def choose_moves(self, boards: Sequence[chess.Board]) -> list[chess.Move]:
         if not boards:
             return []
-        trees = [self._new_tree(board, 0) for board in boards]
-        return [result.move for result in self.mcts.search(trees, add_noise=False, temperature=0.0)]
+        self._calls += 1
+        trees = []
+        for board in boards:
+            kept = self._kept.pop(_game_key(board, len(board.move_stack) - 1), None) if self.reuse and board.move_stack else None
+            if kept is not None:
+                tree = kept[1]
+                tree.advance(board.move_stack[-1], reuse=True)
+            else:
+                tree = self._new_tree(board, 0)
+            trees.append(tree)
+        results = self.mcts.search(trees, add_noise=False, temperature=0.0)
+        if self.reuse:
+            self._kept = {key: kept for key, kept in self._kept.items() if kept[0] > self._calls - self.KEEP_CALLS}
+            for tree, result in zip(trees, results):
+                tree.advance(result.move, reuse=True)
+                self._kept[_game_key(tree.board)] = (self._calls, tree)
+        return [result.move for result in results]
 
     def close(self) -> None:
-        pass
+        self._kept = {}
+
+
+def _game_key(board: chess.Board, plies: int | None = None) -> tuple[str, tuple[chess.Move, ...]]:
+    """A game as its starting position and its first ``plies`` moves (all of them by default)."""
+    stack = board.move_stack if plies is None else board.move_stack[:plies]
+    return board.root().fen(), tuple(stack)
 
 
 class UCIPlayer:
@@ -292,6 +329,7 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
             raise InputError(f"player spec {spec!r}: policy takes no parameters")
         changes: dict = {}
         material_utility: float | None = None
+        reuse = False
         for key, value in params.items():
             if (key in ("sims", "nodes") and "num_simulations" in changes) or (key in ("cpuct", "c_puct") and "c_puct" in changes):
                 raise InputError(f"player spec {spec!r}: {key} is given twice (sims and nodes, cpuct and c_puct "
@@ -304,10 +342,13 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                 if value not in ("puct", "gumbel"):
                     raise InputError(f"player spec {spec!r}: algorithm must be puct or gumbel, got {value!r}")
                 changes["algorithm"] = value
-            elif key in ("mates", "channels_last"):
+            elif key in ("mates", "channels_last", "reuse"):
                 if value not in ("0", "1"):
                     raise InputError(f"player spec {spec!r}: {key} must be 0 or 1, got {value!r}")
-                changes["mate_in_one" if key == "mates" else key] = value == "1"
+                if key == "reuse":
+                    reuse = value == "1"
+                else:
+                    changes["mate_in_one" if key == "mates" else key] = value == "1"
             elif key in ("precision", "backend"):
                 changes[key] = value
             elif key == "pst":
@@ -329,7 +370,7 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
                     raise InputError(f"player spec {spec!r}: mu must be in [0, 1], got {value!r}")
             else:
                 raise InputError(f"player spec {spec!r}: unknown parameter {key!r} (known: sims, cpuct, fpu, algorithm, mates, "
-                                 "pst, mu, backend, precision, channels_last)")
+                                 "pst, mu, reuse, backend, precision, channels_last)")
         from dataclasses import replace
 
         try:
@@ -346,7 +387,7 @@ def make_player(spec: str, seed: int | None = None, search: SearchConfig | None 
             net.config = replace(net.config, material_utility=material_utility)
         if kind == "policy":
             return PolicyPlayer(net, name=spec, device=device, backend=search.backend if search else "auto")
-        return MCTSPlayer(net, config, name=spec, device=device)
+        return MCTSPlayer(net, config, name=spec, device=device, reuse=reuse)
     if kind == "uci":
         command, options, limit = parse_uci_spec(spec)
         return UCIPlayer(command, options, limit, name=spec)
