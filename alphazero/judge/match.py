@@ -263,8 +263,9 @@ def run_arena(spec_a: str, spec_b: str, games: int, openings_path: str | Path | 
     """Play ``spec_a`` against ``spec_b`` and return the report (see ``arena_report``).
 
     ``adjudication``: end games the players' own scores agree on (``Adjudication``; None: play them out).
-    ``progress`` on stderr: "off", "tty" (one line rewritten as games end) or "lines" (a line every
-    ``PROGRESS_LINE_SECONDS`` and at the end: for logs). Both show the SPRT's LLR when there is one.
+    ``progress`` on stderr: "off", "tty" (one line rewritten as games end) or "lines" (a line as games
+    come back, at most every ``PROGRESS_LINE_SECONDS``, and at the end: for logs; a ``chunk_runner``'s games
+    come back a chunk at a time). Both show the SPRT's LLR when there is one.
 
     ``games`` (even) = 2 x openings, each opening played with both colours. With ``chunk_runner``
     chunks of game pairs are played by it (``parallelism`` of them at a time, e.g. Ray tasks);
