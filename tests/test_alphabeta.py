@@ -197,7 +197,25 @@ def test_ab_spec_through_make_player():
     assert make_player("ab:material").movetime_ms == 100  # no limit: 100 ms a move
 
 
+def test_ab_spec_share_is_when_the_player_stops_starting_iterations():
+    from alphazero.judge.players import make_player
+
+    # A share of a microsecond of five seconds: the first iteration outlasts it, so no second one starts.
+    early = make_player("ab:material?movetime=5000&share=0.000001&hash=1")
+    early.choose_moves([chess.Board(KIWIPETE)])
+    assert early.last_info().depth == 1
+    whole = make_player("ab:material?movetime=5000&depth=3&share=1&hash=1")  # the depth ends it, not the time
+    whole.choose_moves([chess.Board(KIWIPETE)])
+    assert whole.last_info().depth == 3 and whole.last_info().time_s < 5
+    assert parse_ab_spec("ab:material")["share"] == 1.0 and parse_ab_spec("ab:material?share=0.6")["share"] == 0.6
+    assert make_player("ab:material?movetime=50").soft_ms == pytest.approx(50.0)  # the whole move time
+    assert make_player("ab:material?movetime=50&share=0.6").soft_ms == pytest.approx(30.0)
+    assert make_player("ab:material?depth=4&share=0.5").soft_ms is None  # no move time, nothing to share
+
+
 @pytest.mark.parametrize("spec,message", [
+    ("ab:material?share=1.5", "share must be at most 1"),
+    ("ab:material?share=0", "share must be a positive"),
     ("ab:nnue", "unknown evaluation 'nnue'"),
     ("ab:", "missing evaluation"),
     ("ab:material?depth=three", "depth='three' is not a valid int"),

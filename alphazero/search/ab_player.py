@@ -1,6 +1,6 @@
 """The ``ab:`` player: alpha-beta on the compiled board, made from a spec string.
 
-Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB&TECHNIQUE=0|1``
+Owns the spec ``ab:EVAL?depth=D&movetime=MS&nodes=N&hash=MB&share=S&TECHNIQUE=0|1``
 (``alphazero.judge.players.make_player`` hands it here) and the player that answers
 ``choose_moves``. ``EVAL`` is an evaluation name (``material``) or else the path of an NNUE file
 (what ``alphazero nnue train --out`` wrote, whatever its name), searched with the quantised network;
@@ -11,7 +11,10 @@ Each name of ``alphabeta.TECHNIQUES`` (``lmp``, ``rfp``, ...) turns that techniq
 or off (0), from ``DEFAULT_TECHNIQUES``: how an SPRT pits a search against itself without one change.
 
 Limits combine: the search stops at whichever of depth, nodes or move time comes first. With none
-given it thinks 100 ms a move, as a ``uci:`` player does. Games are searched one after another on
+given it thinks 100 ms a move, as a ``uci:`` player does. ``share`` S (0 < S <= 1, default
+``DEFAULT_SHARE``) is the part of the move time after which no new iteration starts; the move time
+itself is the hard limit, which stops an iteration inside (its best move kept where it beat the
+last one, see ``AlphaBeta.search``). Games are searched one after another on
 one core; the transposition table is kept from move to move (entries age, see ``alphabeta``).
 """
 
@@ -29,7 +32,10 @@ from alphazero.search.alphabeta import MAX_PLY, TECHNIQUES, AlphaBeta, SearchInf
 from alphazero.search.evals import EVALS
 
 DEFAULT_MOVETIME_MS = 100.0
-_PARAMETERS = {"depth": int, "movetime": float, "nodes": int, "hash": float}
+# The whole move time, as Stockfish spends a `go movetime`: against 0.6 (AlphaBeta.search's own default, the
+# UCI engine's ITERATION_SHARE) +34 Elo [+14, +54] at 20 ms a move, SPRT H1 in 646 games (docs/RESULTS.md).
+DEFAULT_SHARE = 1.0
+_PARAMETERS = {"depth": int, "movetime": float, "nodes": int, "hash": float, "share": float}
 _SWITCHES = {"0": False, "1": True, "off": False, "on": True}
 
 
@@ -38,11 +44,13 @@ class ABPlayer:
 
     def __init__(self, eval_name: str = "material", depth: int | None = None, movetime_ms: float | None = None,
                  nodes: int | None = None, hash_mb: float = 16, name: str | None = None,
-                 nnue: QuantisedNNUE | None = None, techniques: Mapping[str, bool] | None = None) -> None:
+                 nnue: QuantisedNNUE | None = None, techniques: Mapping[str, bool] | None = None,
+                 share: float = DEFAULT_SHARE) -> None:
         self.name = name or f"ab:{eval_name}"
         if depth is None and movetime_ms is None and nodes is None:
             movetime_ms = DEFAULT_MOVETIME_MS
         self.depth, self.movetime_ms, self.nodes = depth, movetime_ms, nodes
+        self.soft_ms = None if movetime_ms is None else share * movetime_ms
         self.search = AlphaBeta(nnue if nnue is not None else eval_name, tt_mb=hash_mb, techniques=techniques)
         self._last = SearchInfo()
         self.last_scores: list[int | None] = []  # the arena's adjudication reads these
@@ -52,7 +60,7 @@ class ABPlayer:
         self.last_scores = []
         for board in boards:
             move, self._last = self.search.search(board, depth=self.depth, nodes=self.nodes,
-                                                  movetime_ms=self.movetime_ms)
+                                                  movetime_ms=self.movetime_ms, soft_ms=self.soft_ms)
             moves.append(move)
             self.last_scores.append(search_score_cp(self._last))
         return moves
@@ -111,6 +119,9 @@ def parse_ab_spec(spec: str) -> dict:
         if not number > 0 or number == float("inf"):
             raise InputError(f"player spec {spec!r}: {key} must be a positive finite number")
         values[key] = number
+    if values.get("share", 0) > 1:
+        raise InputError(f"player spec {spec!r}: share must be at most 1 (the part of movetime after which "
+                         "no new iteration starts)")
     if values.get("depth", 0) > MAX_PLY - 8:
         raise InputError(f"player spec {spec!r}: depth must be at most {MAX_PLY - 8}")
     nnue = None
@@ -123,7 +134,8 @@ def parse_ab_spec(spec: str) -> dict:
         except InputError as error:
             raise InputError(f"player spec {spec!r}: {error}") from None
     return {"eval_name": eval_name, "depth": values.get("depth"), "movetime_ms": values.get("movetime"),
-            "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16), "nnue": nnue, "techniques": techniques}
+            "nodes": values.get("nodes"), "hash_mb": values.get("hash", 16), "nnue": nnue, "techniques": techniques,
+            "share": values.get("share", DEFAULT_SHARE)}
 
 
 def make_ab_player(spec: str) -> ABPlayer:
