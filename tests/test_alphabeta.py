@@ -200,7 +200,7 @@ def test_ab_spec_through_make_player():
 def test_ab_spec_share_is_when_the_player_stops_starting_iterations():
     from alphazero.judge.players import make_player
 
-    # A share of a microsecond of five seconds: the first iteration outlasts it, so no second one starts.
+    # A millionth of five seconds (5 us): the first iteration outlasts it, so no second one starts.
     early = make_player("ab:material?movetime=5000&share=0.000001&hash=1")
     early.choose_moves([chess.Board(KIWIPETE)])
     assert early.last_info().depth == 1
