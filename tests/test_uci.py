@@ -951,9 +951,9 @@ def test_ab_plans_go_limits(ab_compiled) -> None:
     assert plan("depth 3") == {"depth": 3, "nodes": None, **none}
     assert plan("nodes 500") == {"depth": None, "nodes": 500, **none}
     assert plan("movetime 300")["movetime_ms"] == pytest.approx(250)
-    assert plan("movetime 300")["soft_ms"] == pytest.approx(0.6 * 250)  # no iteration starts after it
+    assert plan("movetime 300")["soft_ms"] == pytest.approx(250)  # a fixed time: iterations start until its end
     clock = plan("wtime 60050 btime 1000 winc 1050 binc 0")
-    assert clock["soft_ms"] == pytest.approx(0.6 * (2000 + 750))
+    assert clock["soft_ms"] == pytest.approx(0.6 * (2000 + 750))  # the clock's: no iteration starts after 0.6 of it
     assert clock["movetime_ms"] == pytest.approx(3 * (2000 + 750))  # the hard limit
     assert plan("wtime 60000 btime 3050 movestogo 2", chess.BLACK)["movetime_ms"] == pytest.approx(1000)
     assert plan("wtime 10")["movetime_ms"] == pytest.approx(1.0)  # an exhausted clock still gets an answer
@@ -962,10 +962,34 @@ def test_ab_plans_go_limits(ab_compiled) -> None:
     assert plan("ponder movetime 300")["movetime_ms"] is None  # until ponderhit
     assert plan("mate 2") == {"depth": 8, "nodes": None, **none}  # a mate search ends somewhere
     assert plan("mate 2 depth 3")["depth"] == 3
+    assert plan("movetime 300 wtime 60050 btime 1000 winc 1050")["soft_ms"] == pytest.approx(250)  # movetime binds
+    assert plan("movetime 9000 wtime 60050 btime 1000 winc 1050")["soft_ms"] == pytest.approx(0.6 * (2000 + 750))
+    shared = AlphaBetaSearcher("ab:material?depth=7&share=0.5")  # the spec's share of a fixed time
+    assert shared.plan(Limits.from_go(parse_go(["movetime", "300"]), chess.WHITE, 50, 0.0), 0.0)["soft_ms"] == 125
     default = AlphaBetaSearcher("ab:material")
     assert default.plan(Limits.from_go(GoParams(), chess.WHITE, 50, 0.0), 0.0)["movetime_ms"] == 100
+    assert default.plan(Limits.from_go(GoParams(), chess.WHITE, 50, 0.0), 0.0)["soft_ms"] == 100  # the whole of it
     with pytest.raises(ValueError, match="unknown evaluation"):
         AlphaBetaSearcher("ab:nonsense")
+
+
+def test_ab_spends_a_go_movetime_whole_and_its_spec_share_of_it(ab_compiled) -> None:
+    """A fixed move time is spent whole, as Stockfish spends it: iterations start until its end and the hard
+    limit cuts the last; with ``share=S`` in the spec none starts after S of it. (With the clock's 0.6 share
+    of the whole time the answer would come when the first iteration begun after 150 ms ends.)"""
+    for spec, earliest in (("ab:material", 0.245), ("ab:material?share=0.02", 0.0)):
+        times = []
+        with serving(AlphaBetaSearcher(spec)) as (stdin, stdout):
+            stdin.send("setoption name MoveOverhead value 0", "isready")
+            stdout.read_until("readyok", timeout=60)
+            for fen in POSITIONS:
+                stdin.send(f"position fen {fen}", "go movetime 250")
+                started = time.monotonic()
+                stdout.read_until("bestmove")
+                times.append(time.monotonic() - started)
+        assert all(earliest <= t < 3 for t in times), (spec, times)
+        if earliest == 0.0:
+            assert min(times) < 0.2, times  # a share of 5 ms stops after an early iteration
 
 
 def test_ab_infinite_and_ponder_wait_for_the_gui(ab_compiled) -> None:

@@ -81,7 +81,8 @@ plus moves, the subtree under those moves becomes the new root (``debug on`` rep
 
 ``AlphaBeta.search`` (compiled, iterative deepening) with ``go depth`` as its depth, ``go nodes`` as
 its node limit, the soft and hard time limits of ``alphazero.serve.uci_limits`` (no iteration starts
-after ``ITERATION_SHARE`` of the soft limit; the hard one aborts the running iteration), ``MultiPV``,
+after ``ITERATION_SHARE`` of a clock's soft limit, or after the spec's ``share`` of a fixed ``movetime``,
+by default all of it, as Stockfish spends a ``go movetime``; the hard limit aborts the running iteration), ``MultiPV``,
 ``searchmoves`` and ``mate`` (``depth``/``nodes``/``movetime`` of the spec apply to a ``go`` with no
 limit; ``hash`` sizes the table). An NNUE file named by the spec is read once, when the searcher is
 made. Every completed iteration prints (``multipv k`` only when ``MultiPV`` is above 1, one line each)::
@@ -531,6 +532,7 @@ class AlphaBetaSearcher(Searcher):
         self.depth: int | None = kwargs["depth"]
         self.nodes: int | None = kwargs["nodes"]
         self.movetime_ms: float | None = kwargs["movetime_ms"]
+        self.share: float = kwargs["share"]  # of a fixed move time, after which no iteration starts
         if self.depth is None and self.nodes is None and self.movetime_ms is None:
             self.movetime_ms = DEFAULT_MOVETIME_MS
         self.max_depth = MAX_PLY - 8
@@ -590,16 +592,17 @@ class AlphaBetaSearcher(Searcher):
             return {"depth": self.max_depth, "nodes": None, "movetime_ms": None, "soft_ms": None}
         if not limits.has_limit:
             return {"depth": self.depth, "nodes": self.nodes, "movetime_ms": self.movetime_ms,
-                    "soft_ms": None if self.movetime_ms is None else ITERATION_SHARE * self.movetime_ms}
+                    "soft_ms": None if self.movetime_ms is None else self.share * self.movetime_ms}
         depth = limits.depth
         mate = limits.params.mate
         if mate is not None and depth is None and limits.nodes is None and limits.deadline is None:
             depth = 2 * mate + 4  # a mate search with nothing else to end it
         hard, soft = limits.remaining(now), limits.soft_remaining(now)
+        share = self.share if limits.fixed_time else ITERATION_SHARE
         return {"depth": min(depth, self.max_depth) if depth is not None else None,
                 "nodes": limits.nodes,
                 "movetime_ms": None if hard is None else max(MIN_MOVETIME_MS, hard * 1000),
-                "soft_ms": None if soft is None else max(MIN_MOVETIME_MS, ITERATION_SHARE * soft * 1000)}
+                "soft_ms": None if soft is None else max(MIN_MOVETIME_MS, share * soft * 1000)}
 
     def search(self, job: Job) -> tuple[chess.Move, chess.Move | None, list[str]]:
         limits = job.snapshot()

@@ -10,7 +10,9 @@ owns those and guards a shared ``Limits`` with its lock, because ``ponderhit`` c
 Rules (several limits may be given; the first reached ends the search):
 
 * ``nodes N``: N nodes (simulations for the tree search, nodes for alpha-beta).
-* ``movetime MS``: ``MS - Move Overhead`` milliseconds, soft and hard limit alike.
+* ``movetime MS``: ``MS - Move Overhead`` milliseconds, soft and hard limit alike: a fixed time, which
+  the engine spends whole, as Stockfish does (``Limits.fixed_time``; alpha-beta starts iterations until
+  its spec's ``share`` of it, by default all of it).
 * ``wtime/btime/winc/binc/movestogo``: for the side to move, with ``spare = max(0, remaining -
   Move Overhead)`` (what the engine may spend, the overhead kept for the pipe, the GUI and a busy
   machine), the soft limit (the time the move should take: the tree search stops there, alpha-beta
@@ -46,14 +48,14 @@ Times here are seconds of ``time.monotonic()``; ``GoParams`` keeps the milliseco
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import chess
 
 DEFAULT_MOVES_TO_GO = 30
 INCREMENT_SHARE = 0.75
 HARD_FACTOR = 3.0  # the hard limit, in soft limits
-ITERATION_SHARE = 0.6  # alpha-beta starts no iteration after this share of the soft limit
+ITERATION_SHARE = 0.6  # alpha-beta starts no iteration after this share of the clock's soft limit
 MAX_NODES = 1_000_000_000
 
 GO_INT_PARAMS = ("wtime", "btime", "winc", "binc", "movestogo", "depth", "nodes", "mate", "movetime")
@@ -203,6 +205,16 @@ class Limits:
     def unbounded(self) -> bool:
         """True while the search must go on until ``stop`` (infinite, or pondering before ``ponderhit``)."""
         return self.infinite or self.ponder
+
+    @property
+    def fixed_time(self) -> bool:
+        """Whether the soft limit is ``movetime``'s (a fixed time, spent whole) rather than the time manager's
+        share of a clock (the move's expected share, which an iteration may overrun up to the hard limit)."""
+        if self.params.movetime is None:
+            return False
+        clock = time_limits(replace(self.params, movetime=None), self.turn, self.move_overhead_ms)
+        own = time_limits(self.params, self.turn, self.move_overhead_ms)
+        return clock is None or own is None or own[0] < clock[0]
 
     @property
     def has_limit(self) -> bool:
