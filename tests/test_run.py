@@ -19,6 +19,7 @@ from alphazero.learn.run import (
     arena_due,
     deal_inflight,
     final_arena_due,
+    finished,
     first_arena_step,
     may_train,
     read_for_resume,
@@ -106,6 +107,19 @@ def test_a_last_arena_is_due_at_max_minutes_for_weights_newer_than_the_last_cand
         load_config(None, ["max_minutes=0", "arena.final=true"])
 
 
+def test_a_run_is_finished_at_its_end_with_no_arena_pending_or_due() -> None:
+    """What a resume reports without starting anything: the end is reached and no arena is left to play."""
+    config = load_config(None, ["max_generations=3", "max_minutes=1", "arena.steps_per_generation=100"])
+    pending = PendingArena(3, "gen-0003.pt", "gen-0002.pt", 2, 300, [])
+    assert finished(config, RunState(generation=2, elapsed_s=30.0)) is None  # work left
+    assert finished(config, RunState(generation=3, learner_step=350)) == "reached max_generations=3"
+    assert finished(config, RunState(generation=2, elapsed_s=60.0, learner_step=350)) == "reached max_minutes=1.0"
+    assert finished(config, RunState(generation=2, elapsed_s=60.0, pending_arena=pending)) is None  # finish the arena
+    final = load_config(None, ["max_generations=0", "max_minutes=1", "arena.final=true", "arena.steps_per_generation=100"])
+    assert finished(final, RunState(elapsed_s=60.0, learner_step=350, candidate_step=300)) is None  # newer weights: a last arena
+    assert finished(final, RunState(elapsed_s=60.0, learner_step=300, candidate_step=300)) == "reached max_minutes=1.0"
+
+
 def test_run_progress_is_the_share_of_max_minutes_gone_over_all_its_resumes() -> None:
     config = load_config(None, ["max_minutes=2", "train.lr_anneal_fraction=0.25"])
     assert run_progress(config, RunState(elapsed_s=0.0)) == 0.0
@@ -130,17 +144,19 @@ def _stopped_run(tmp_path: Path) -> tuple[RunDirectory, object]:
     run = RunDirectory(tmp_path / "run")
     run.write_config(config)
     save_network(PolicyValueNet(config.network), run.network_path(0))
-    atomic_torch_save(Learner(config.network, config.train).state_dict(), run.learner_path)
+    learner = Learner(config.network, config.train)
+    learner.step, learner.samples_trained = 9, 576  # saved after state.json was: the learner's file wins
+    atomic_torch_save(learner.state_dict(), run.learner_path)
     write_shard(next_shard_path(run.replay_dir), [_game("1-0", "checkmate", {}, 3), _game("0-1", "checkmate", {}, 4)])
     write_shard(next_shard_path(run.replay_dir), [_game("1/2-1/2", "max length", {}, 5)])
     run.write_state(RunState(games=1, positions=2, learner_step=7))  # counters behind the shards: a kill
     return run, config
 
 
-def test_a_resume_recounts_games_and_positions_from_the_shards(tmp_path) -> None:
+def test_a_resume_recounts_games_and_positions_from_the_shards_and_reads_the_learners_step(tmp_path) -> None:
     run, config = _stopped_run(tmp_path)
     state = read_for_resume(run, config)
-    assert (state.games, state.positions, state.learner_step) == (3, 12, 7)
+    assert (state.games, state.positions, state.learner_step, state.samples_trained) == (3, 12, 9, 576)
 
 
 def _files(run: RunDirectory) -> dict[Path, bytes]:

@@ -1,13 +1,15 @@
 """The scale simulation (``tools/scale.py``, ``workers.scale``) at a tiny size: every figure is reported, and sane.
 
-Two loopback nodes, four synthetic self-play actors through the real driver for a few seconds, a small replay
-window, and a small network broadcast to one, two and four actors. The figures themselves are measurements
+Two loopback nodes, two synthetic self-play actors through the real driver (the smoke config's learner, no arena
+worker) for a few seconds, a small replay window, and a small network broadcast to one, two and four actors. The figures themselves are measurements
 (docs/RESULTS.md, "Scale simulated on one machine"), not asserted here beyond being measured.
 """
 
 from __future__ import annotations
 
 import pytest
+
+from tests.runs import SMOKE
 
 pytestmark = [pytest.mark.ray]
 
@@ -18,7 +20,8 @@ def test_the_scale_tool_reports_ingestion_sampling_and_broadcast_with_memory_sam
 
     from tools.scale import parser, run
 
-    args = parser().parse_args(["--nodes", "2", "--actors", "4", "--rate", "200", "--game-positions", "40",
+    args = parser().parse_args(["--config", str(SMOKE), "--set", "arena.games=0",
+                                "--nodes", "2", "--actors", "2", "--rate", "200", "--game-positions", "40",
                                 "--seconds", "1", "--interval", "0.25", "--window", "20000", "--sampling-seconds", "0.2",
                                 "--broadcast", "1,2,4", "--blocks", "1", "--channels", "8", "--repeats", "1",
                                 "--set", "selfplay.games_per_call=2", "--set", "selfplay.games_per_worker=4"])
@@ -26,8 +29,8 @@ def test_the_scale_tool_reports_ingestion_sampling_and_broadcast_with_memory_sam
     assert not ray.is_initialized()  # the tool stopped what it started
 
     (row,) = figures["ingestion"]
-    assert row["actors"] == 4 and row["offered_positions_per_s"] == 800
-    assert 0 < row["positions_per_s"] <= 1.5 * 800 and row["games"] > 0 and row["positions"] == 40 * row["games"]
+    assert row["actors"] == 2 and row["offered_positions_per_s"] == 400
+    assert 0 < row["positions_per_s"] <= 1.5 * 400 and row["games"] > 0 and row["positions"] == 40 * row["games"]
     assert 0 < row["driver_busy"] < 1
     assert row["ms_per_result"]["write_shard"] > 0 and row["ms_per_result"]["write_inflight"] > 0
     for memory in ("driver_rss_mb", "learner_rss_mb", "object_store_mib"):

@@ -401,7 +401,8 @@ def test_selfplay_spreads_over_both_nodes_and_a_dead_or_failing_arena_worker_los
 
 def test_at_max_minutes_arena_final_plays_the_newest_weights_in_a_last_arena(cluster, tmp_path: Path, capsys) -> None:
     """``arena.final``: no arena falls due during the run; at ``max_minutes`` self-play stops and the learner's
-    weights play one arena, decided and recorded before the run stops. A resume finds nothing newer to play."""
+    weights play one arena, decided and recorded before the run stops. A resume finds nothing newer to play, and
+    stops before it starts anything."""
     from workers.driver import run_training
 
     run_dir = tmp_path / "run"
@@ -422,8 +423,12 @@ def test_at_max_minutes_arena_final_plays_the_newest_weights_in_a_last_arena(clu
     err = capsys.readouterr().err
     assert "self-play stopped; arena.final" in err and "| self-play stopped |" in err.split("[gen 1] arena")[-1]
 
+    # The resume has nothing left to do: it says so and starts no actor (the events are as they were).
+    events_before = run_events(run_dir)
     resumed = run_training(load_config(RunDirectory(run_dir).config_path), run_dir, resume=True, address=cluster.address)
     assert len(resumed.arenas) == 1 and resumed.learner_step == state.learner_step
+    assert run_events(run_dir) == events_before
+    assert "stopped: reached max_minutes=0.3, nothing left to do" in capsys.readouterr().err
 
 
 def test_with_no_arena_games_every_candidate_is_promoted_and_reaches_self_play(cluster, tmp_path: Path) -> None:

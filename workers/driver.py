@@ -21,7 +21,8 @@ What a cluster does to a run, and what the driver does about it:
   goes on from there: the self-play games in flight (saved after every play call, at most 15 s old)
   and the arena in flight (each game saved as it ends) continue where they were.
 - **Ctrl-C, ``max_minutes``, ``max_generations``**: the loop stops, the learner call in flight is
-  waited for (its steps are saved), the state is written, and the actors are stopped.
+  waited for (its steps are saved), the state is written, and the actors are stopped. A resume of a run
+  that has reached its end, with no arena pending or due, says so and stops before Ray starts.
 - **Two drivers**: the run directory's lock (``RUN/.train.lock``) admits one; the second exits 2
   naming the host and PID of the first.
 - **A dead actor or a lost node**: ``SelfPlayPool`` replaces dead self-play actors without
@@ -70,6 +71,7 @@ from alphazero.learn.run import (
     arena_due,
     deal_inflight,
     final_arena_due,
+    finished,
     first_arena_step,
     may_train,
     read_for_resume,
@@ -581,6 +583,12 @@ def run_training(config: RunConfig, run_dir: str | Path, resume: bool = False, a
     """
     cpus = check_fits(config, oversubscribe) if address is None else 0
     driver = Driver(config, run_dir, resume, progress, init)
+    reason = finished(config, driver.state)
+    if reason is not None:  # nothing to start Ray and the actors for; nothing is written
+        driver.progress.message(f"stopped: {reason}, nothing left to do (raise it with --set to go on); "
+                                f"run directory {driver.run.path}")
+        driver.close()
+        return driver.state
     try:
         started = start_ray(address, cpus, config.workers.object_store_memory_mb,
                             num_gpus=machine_gpus() if address is None else None)

@@ -6,7 +6,7 @@ Owns the rules the driver loop applies, each a plain function of the config and 
   (config conflicts, run state, the best and the pending candidate networks, the arena's saved games,
   the self-play games in flight, the learner's file header), so a damaged file fails with its name
   and nothing is written until all of them have been read; the game and position counters are
-  recounted from the replay shards (the truth after a kill);
+  recounted from the replay shards and the learner's step read from its own file (the truth after a kill);
 - ``deal_inflight``: the saved self-play games in flight, dealt round-robin to this run's actor slots
   (their number may have changed);
 - ``may_train``: the learner takes another call only with enough positions and while the samples
@@ -14,6 +14,8 @@ Owns the rules the driver loop applies, each a plain function of the config and 
 - ``first_arena_step`` and ``arena_due``: a candidate every ``arena.steps_per_generation`` learner
   steps, one arena at a time;
 - ``stop_reason``: ``max_generations`` arenas decided or ``max_minutes`` of run time (over all resumes);
+  ``finished``: a run with nothing left to do (its end reached, no arena pending or due), which a resume
+  reports without starting anything;
 - ``GameStats``: how the self-play games since the last arena ended (what the value head learns from).
 
 The arena's own decision is ``alphazero.judge.promotion``. Knows nothing of Ray, actors or clocks:
@@ -53,8 +55,11 @@ def read_for_resume(run: RunDirectory, config: RunConfig) -> RunState:
         read_inflight(run.inflight_path)
     except ValueError as error:
         raise InputError(f"{error}; delete it to resume without the games it holds") from None
-    check_learner_state(safe_torch_load(run.learner_path), str(run.learner_path))
+    learner = safe_torch_load(run.learner_path)
+    check_learner_state(learner, str(run.learner_path))
     state.games, state.positions = replay_totals(run)
+    # The learner saves its own file after each call, so it may be ahead of state.json after a kill.
+    state.learner_step, state.samples_trained = int(learner["step"]), int(learner["samples_trained"])
     return state
 
 
@@ -131,6 +136,15 @@ def stop_reason(config: RunConfig, state: RunState) -> str | None:
     if time_up(config, state):
         return f"reached max_minutes={config.max_minutes}"
     return None
+
+
+def finished(config: RunConfig, state: RunState) -> str | None:
+    """Why a run has nothing left to do: ``stop_reason`` holds, no arena is pending and no final arena is
+    due (``arena.final``); None while it has work."""
+    reason = stop_reason(config, state)
+    if reason is None or state.pending_arena is not None or final_arena_due(config, state, first_arena_step(config, state)):
+        return None
+    return reason
 
 
 class GameStats:
