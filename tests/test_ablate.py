@@ -12,8 +12,10 @@ def test_a_variant_is_a_name_and_its_overrides():
     assert parse_variant("gumbel8: search.algorithm=gumbel, search.num_simulations=8") == (
         "gumbel8", ["search.algorithm=gumbel", "search.num_simulations=8"])
     assert parse_variant("ema: train.ema_decay=0.99,") == ("ema", ["train.ema_decay=0.99"])
+    assert parse_variant("again: seed=2") == ("again", ["seed=2"])  # the same config, another run
     for bad, words in (("", "the name"), ("a b: x.y=1", "the name"), ("v: algorithm=gumbel", "'algorithm=gumbel'"),
-                       ("v: search.algorithm", "SECTION.KEY=VALUE")):
+                       ("v: search.algorithm", "SECTION.KEY=VALUE"),
+                       ("v: max_minutes=5", "or seed=N")):
         with pytest.raises(ValueError, match=words):
             parse_variant(bad)
 

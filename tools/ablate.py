@@ -7,7 +7,8 @@ machine, then a tournament of their best networks, as one resumable command.
         --player "mcts:{run}?sims=64" --games 40 --openings /usr/share/games/gnuchess/book.bin --workers 2
 
 Each ``--variant NAME[: SECTION.KEY=VALUE, ...]`` is ``alphazero train --config C --set max_minutes=M``
-with its overrides (none: the config as it is), in ``OUT/NAME``; the runs go one at a time, each with
+with its overrides (none: the config as it is; ``seed=N`` too, the one top-level key that keeps the wall time
+equal: the same variant under another seed measures the spread between runs), in ``OUT/NAME``; the runs go one at a time, each with
 the whole machine, so their self-play rates are comparable (printed beside each result: these machines
 differ 2-4x from day to day, so compare variants of one ablation only). Then ``alphazero tournament`` of
 ``--player`` with ``{run}`` replaced by each run directory (its best network), and any fixed
@@ -37,9 +38,10 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise ValueError(f"--variant {text!r}: the name must be letters, digits, '-', '_' or '.'")
     overrides = [part.strip() for part in rest.split(",") if part.strip()]
-    bad = [part for part in overrides if "=" not in part or "." not in part.split("=", 1)[0]]
+    bad = [part for part in overrides
+           if "=" not in part or ("." not in part.split("=", 1)[0] and part.split("=", 1)[0].strip() != "seed")]
     if bad:
-        raise ValueError(f"--variant {text!r}: {bad[0]!r} is not SECTION.KEY=VALUE")
+        raise ValueError(f"--variant {text!r}: {bad[0]!r} is not SECTION.KEY=VALUE (or seed=N)")
     return name, overrides
 
 
@@ -102,7 +104,7 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="directory of the runs, the tournament and the table")
     parser.add_argument("--config", default="configs/default.yaml")
     parser.add_argument("--minutes", type=float, required=True, help="each run's length (train's max_minutes)")
-    parser.add_argument("--variant", action="append", required=True, metavar="NAME[: SECTION.KEY=VALUE, ...]")
+    parser.add_argument("--variant", action="append", required=True, metavar="NAME[: SECTION.KEY=VALUE|seed=N, ...]")
     parser.add_argument("--player", default="mcts:{run}?sims=64", help="how each run's best network plays ({run})")
     parser.add_argument("--opponent", action="append", default=[], metavar="SPEC",
                         help="a fixed player outside the ablation (e.g. ab:material?depth=1, the ladder's link) that "
