@@ -32,8 +32,9 @@ from alphazero.search.alphabeta import MAX_PLY, TECHNIQUES, AlphaBeta, SearchInf
 from alphazero.search.evals import EVALS
 
 DEFAULT_MOVETIME_MS = 100.0
-# The whole move time, as Stockfish spends a `go movetime`: against 0.6 (AlphaBeta.search's own default, the
-# UCI engine's ITERATION_SHARE) +34 Elo [+14, +54] at 20 ms a move, SPRT H1 in 646 games (docs/RESULTS.md).
+# The whole move time, as Stockfish spends a `go movetime`: against 0.6 (AlphaBeta.search's own default, and the
+# UCI engine's ITERATION_SHARE of a clock's soft limit) +34 Elo [+14, +54] at 20 ms a move, SPRT H1 in 646 games
+# (docs/RESULTS.md). The UCI engine spends a fixed move time up to the same share.
 DEFAULT_SHARE = 1.0
 _PARAMETERS = {"depth": int, "movetime": float, "nodes": int, "hash": float, "share": float}
 _SWITCHES = {"0": False, "1": True, "off": False, "on": True}
