@@ -1,8 +1,9 @@
 """The scale simulation (``tools/scale.py``, ``workers.scale``) at a tiny size: every figure is reported, and sane.
 
 Two loopback nodes, two synthetic self-play actors through the real driver (the smoke config's learner, no arena
-worker) for a few seconds, a small replay window, and a small network broadcast to one, two and four actors. The figures themselves are measurements
-(docs/RESULTS.md, "Scale simulated on one machine"), not asserted here beyond being measured.
+worker) for a few seconds, a small replay window, and a small network broadcast to one, two and four actors. The
+figures themselves are measurements (docs/RESULTS.md, "Scale simulated on one machine"), not asserted here beyond
+being measured.
 """
 
 from __future__ import annotations

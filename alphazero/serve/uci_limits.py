@@ -213,8 +213,7 @@ class Limits:
         if self.params.movetime is None:
             return False
         clock = time_limits(replace(self.params, movetime=None), self.turn, self.move_overhead_ms)
-        own = time_limits(self.params, self.turn, self.move_overhead_ms)
-        return clock is None or own is None or own[0] < clock[0]
+        return clock is None or max(0.0, self.params.movetime - self.move_overhead_ms) / 1000.0 < clock[0]
 
     @property
     def has_limit(self) -> bool:
