@@ -209,7 +209,9 @@ class TrainConfig:
     # step, as supervised schedules do); 0: no annealing. Needs max_minutes > 0.
     lr_anneal_fraction: float = 0.0
     lr_anneal_floor: float = 0.1
-    window_positions: int = 150_000  # sample uniformly from the newest this many positions
+    # Sample uniformly from the newest this many positions (about 2.5 minutes of a Zen 5's self-play); 500,000 lost
+    # the hour by -108 and gained nothing at two hours (docs/RESULTS.md "A window of 500,000 positions").
+    window_positions: int = 150_000
     min_positions: int = 10_000  # no training before the window holds this many
     # Trained samples <= this x positions generated. 4 with q_weight 0.8 (docs/RESULTS.md "Training each position
     # more than once"): the passes teach the policy, the q-heavy target keeps them from teaching the value head
