@@ -200,7 +200,8 @@ class TrainConfig:
     batch_size: int = 256
     optimizer: str = "sgd"  # sgd (Nesterov momentum) or adamw
     # 0.05 led at 30 minutes (+60 head to head) and was level at 45 (-21); 0.01 lost at 30 (-67)
-    # (docs/RESULTS.md "The learning rate at thirty and forty-five minutes").
+    # (docs/RESULTS.md "The learning rate at thirty and forty-five minutes"); 0.05 dropped to 0.02 at step 30,000
+    # was level at two hours ("A learning-rate schedule for two hours").
     learning_rate: float = 0.02
     momentum: float = 0.9  # sgd only
     weight_decay: float = 1e-4
