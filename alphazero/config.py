@@ -130,7 +130,11 @@ class SearchConfig:
     # copied with non_blocking; on the cpu the buffers cannot be pinned and the same staging runs unpinned).
     # ``auto``: on CUDA fp16, channels-last and pinned (measured on an H200: docs/RESULTS.md "GPU self-play,
     # measured"); on the CPU contiguous, no staging, and fp32 (torch, onnx) or the CPU's native precision
-    # (openvino: bf16 where it computes bf16 natively).
+    # (openvino: bf16 where it computes bf16 natively). ``int8``: ONNX Runtime's static int8, calibrated on the
+    # latest 512 positions the evaluator was asked about (each new self-play network on its own games' latest
+    # positions); on an AMD Zen 5 (VNNI) self-play 1.42x OpenVINO bf16 with a trained 3x32, the same network -19
+    # Elo [-48, +9] against its bf16 self, 50 minutes of training +81 [+22, +146] over bf16's (docs/RESULTS.md
+    # "int8 self-play"); 0.6x bf16 on a Zen 4, slower than fp32 without VNNI, so auto never picks it.
     precision: str = "auto"
     channels_last: bool | str = "auto"
     pin_memory: bool | str = "auto"
@@ -138,8 +142,12 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if self.backend not in ("auto", "torch", "onnx", "openvino"):
             raise ValueError(f"search.backend must be auto, torch, onnx or openvino, got {self.backend!r}")
-        if self.precision not in ("auto", "fp32", "fp16", "bf16"):
-            raise ValueError(f"search.precision must be auto, fp32, fp16 or bf16, got {self.precision!r}")
+        if self.precision not in ("auto", "fp32", "fp16", "bf16", "int8"):
+            raise ValueError(f"search.precision must be auto, fp32, fp16, bf16 or int8, got {self.precision!r}")
+        if self.precision == "int8" and (self.backend not in ("auto", "onnx") or self.channels_last is True
+                                         or self.pin_memory is True):
+            raise ValueError("search.precision int8 runs in the onnx backend (ONNX Runtime, CPU), contiguous and "
+                             "unstaged: set search.backend to onnx or auto")
         for key in ("channels_last", "pin_memory"):
             if getattr(self, key) not in (True, False, "auto"):
                 raise ValueError(f"search.{key} must be true, false or auto, got {getattr(self, key)!r}")

@@ -23,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "a GPU, or 1/N of one when the config says 0)")
     bench.add_argument("--selfplay", default="", metavar="N[,M...]",
                        help="instead: self-play throughput on a local Ray with N (then M...) actors for --seconds each")
+    bench.add_argument("--network", default=None, metavar="PATH",
+                       help="with --selfplay: the actors play with this network (a trained one; its own shape) "
+                            "instead of random weights of the config's shape")
     bench.set_defaults(func=run)
 
 
@@ -37,16 +40,27 @@ def run(args: argparse.Namespace) -> int:
         if not torch.cuda.is_available():
             raise InputError(f"--device cuda: torch {torch.__version__} sees no CUDA device on this machine "
                              "(no GPU, or a CPU build of torch); use --device cpu")
+    if args.network and not args.selfplay:
+        raise InputError("--network goes with --selfplay (the other benchmarks time the config's network)")
     if args.selfplay:
         from workers.bench import selfplay_throughput
 
+        net = None
+        if args.network:
+            from dataclasses import replace
+
+            from alphazero.nets.network import load_network
+
+            net = load_network(args.network)
+            config = replace(config, network=net.config)
         counts = _actor_counts(args.selfplay)
         # Games take minutes each: a window much shorter than two minutes counts too few to mean anything.
         seconds = args.seconds if args.seconds is not None else 120.0
-        rows = [selfplay_throughput(config, n, seconds=seconds, device=args.device) for n in counts]
+        rows = [selfplay_throughput(config, n, seconds=seconds, device=args.device, net=net) for n in counts]
         figures = {"network": f"{config.network.blocks}x{config.network.channels}",
                    "num_simulations": config.search.num_simulations, "device": args.device,
-                   "games_per_actor": config.selfplay.games_per_worker, "runs": rows}
+                   "games_per_actor": config.selfplay.games_per_worker, "weights": args.network or "random",
+                   "runs": rows}
         if len(rows) > 1:
             figures["speedup"] = round(rows[-1]["positions_per_s"] / rows[0]["positions_per_s"], 2)
         print(json.dumps(figures) if args.json else json.dumps(figures, indent=1))

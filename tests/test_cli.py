@@ -27,7 +27,8 @@ def test_bench_json_has_every_figure(capsys) -> None:
     for key in ("encode_per_s", "net_batch1_per_s", "net_batched_per_s", "search_batch1_sims_per_s",
                 "search_batched_sims_per_s", "search_batched_sims_per_s_python",
                 "search_overhead_us_per_sim", "perft_nodes_per_s", "ab_nodes_per_s", "ab_nnue_nodes_per_s",
-                "net_batched_per_s_torch", "net_batched_per_s_onnx", "nnue_train_positions_per_s_1t",
+                "net_batched_per_s_torch", "net_batched_per_s_onnx", "net_batched_per_s_onnx_int8",
+                "nnue_train_positions_per_s_1t",
                 "nnue_train_positions_per_s_2t"):
         assert figures[key] > 0, key
     # The configured search (self-play's default: gumbel) and the other algorithm beside it.
@@ -203,3 +204,26 @@ def test_a_bug_prints_its_traceback_from_the_command(tmp_path) -> None:
                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr and "KeyError: 'bug'" in result.stderr
+
+
+def test_bench_selfplay_network_plays_that_network_in_its_own_shape(monkeypatch, capsys) -> None:
+    """``--network`` hands the file's network to the actors and the config takes its shape (a 4x48 here
+    while configs/default.yaml says 3x32); without ``--selfplay`` it is refused."""
+    import workers.bench
+
+    seen = []
+
+    def fake(config, num_actors, seconds, device="cpu", net=None):
+        seen.append((config.network, net))
+        return {"positions_per_s": 1.0}
+
+    monkeypatch.setattr(workers.bench, "selfplay_throughput", fake)
+    assert main(["bench", "--selfplay", "1", "--seconds", "1", "--network", str(ROOT / "docs/nets/amx-2h.pt"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (network, net), = seen
+    assert net is not None and network == net.config and (network.blocks, network.channels) == (4, 48)
+    assert report["network"] == "4x48" and report["weights"].endswith("amx-2h.pt")
+    assert main(["bench", "--selfplay", "1", "--seconds", "1", "--json"]) == 0
+    assert seen[1][1] is None and json.loads(capsys.readouterr().out)["weights"] == "random"
+    assert main(["bench", "--network", str(ROOT / "docs/nets/amx-2h.pt")]) == 2
+    assert "--network goes with --selfplay" in capsys.readouterr().err

@@ -19,12 +19,15 @@ from alphazero.checkpoint import RunDirectory, RunState
 from alphazero.config import ConfigError, SearchConfig, load_config
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.inference import (
+    CALIBRATION_POSITIONS,
     InferenceSettings,
     OnnxBackend,
     OpenVinoBackend,
     available_backends,
     cpu_computes_bf16,
+    export_onnx,
     native_cpu_precision,
+    quantize_int8,
     resolve_backend,
     resolve_inference,
 )
@@ -251,6 +254,105 @@ def test_openvino_bf16_is_close_to_fp32_and_ranks_moves_alike(net) -> None:
     agree = np.mean([np.argmax(p) == np.argmax(w) for p, w in zip(priors, want_priors)])
     assert agree >= 0.8
     assert max(float(np.abs(p - w).max()) for p, w in zip(priors, want_priors)) < 0.05
+
+
+def _real_planes(count: int, seed: int) -> np.ndarray:
+    return encoding.encode_boards(random_positions(count, seed=seed))
+
+
+@pytest.fixture(scope="module")
+def calibration() -> np.ndarray:
+    return _real_planes(CALIBRATION_POSITIONS, seed=21)
+
+
+def test_int8_answers_in_fp32_until_it_has_seen_enough_positions_then_quantises_close_to_fp32(net, calibration) -> None:
+    evaluator = NetworkEvaluator(net, precision="int8")  # auto: only ONNX Runtime runs int8
+    assert (evaluator.backend, evaluator.settings.precision) == ("onnx", "int8")
+    fp32 = NetworkEvaluator(net, backend="onnx", precision="fp32")
+    planes = _real_planes(64, seed=12)
+    half = CALIBRATION_POSITIONS // 2
+    for chunk in (calibration[:half], calibration[half:-1]):  # one position short: still fp32
+        np.testing.assert_array_equal(evaluator.forward(chunk)[0], fp32.forward(chunk)[0])
+    assert not evaluator._run.quantized
+    evaluator.forward(calibration[-1:])
+    assert evaluator._run.quantized
+    logits, values = evaluator.forward(planes)
+    want_logits, want_values = reference(net, planes)
+    scale = float(np.abs(want_logits).max())
+    assert scale > 1.0 and logits.dtype == np.float32 and values.shape == (64,)
+    assert not np.array_equal(logits, fp32.forward(planes)[0])  # int8 runs now, not the fp32 session
+    np.testing.assert_allclose(logits, want_logits, atol=0.05 * scale, rtol=0)
+    np.testing.assert_allclose(values, want_values, atol=0.05, rtol=0)
+    agree = np.mean(np.argmax(logits, axis=1) == np.argmax(want_logits, axis=1))
+    assert agree >= 0.8
+
+
+def test_int8_recent_planes_are_the_latest_positions_oldest_first(net) -> None:
+    backend = OnnxBackend(net, "int8")
+    planes = _real_planes(CALIBRATION_POSITIONS // 2 + 40, seed=13)
+    backend(planes[:100])
+    np.testing.assert_array_equal(backend.recent_planes(), planes[:100])
+    for _ in range(3):  # around the ring more than once
+        backend(planes)
+    later = _real_planes(30, seed=14)
+    backend(later)
+    recent = backend.recent_planes()
+    assert len(recent) == CALIBRATION_POSITIONS
+    np.testing.assert_array_equal(recent[-30:], later)
+    np.testing.assert_array_equal(recent[-30 - len(planes):-30], planes)
+
+
+def test_int8_set_network_calibrates_the_new_weights_on_the_positions_the_old_ones_saw(calibration) -> None:
+    first, second = make_net(1), make_net(2)
+    evaluator = NetworkEvaluator(first, backend="onnx", precision="int8")
+    evaluator.forward(calibration)
+    evaluator.set_network(second)
+    assert evaluator._run.quantized  # at once: no fp32 calls for the new weights
+    planes = _real_planes(32, seed=15)
+    logits, _ = evaluator.forward(planes)
+    want, _ = reference(second, planes)
+    np.testing.assert_allclose(logits, want, atol=0.05 * float(np.abs(want).max()), rtol=0)
+    fresh = NetworkEvaluator(second, backend="onnx", precision="int8")
+    fresh.set_network(first)  # nothing seen yet: the new backend starts in fp32 too
+    assert not fresh._run.quantized
+
+
+def test_int8_quantises_every_convolution_but_the_policy_output_even_in_a_fresh_network(calibration) -> None:
+    """A fresh network's folded biases are all zero, and torch's exporter merges equal constants: a bias that
+    several convolutions share stayed fp32 in ONNX Runtime's quantiser and kept them out of the int8 kernels."""
+    import onnx
+
+    fresh = PolicyValueNet(load_config(None).network)
+    model = onnx.load_model_from_string(quantize_int8(export_onnx(fresh), calibration))
+    producers = {output: node.op_type for node in model.graph.node for output in node.output}
+    convs = [node for node in model.graph.node if node.op_type == "Conv"]
+    assert len(convs) == 2 * fresh.config.blocks + 4  # stem, tower, the two policy convs, the value conv
+    fp32 = [node.name for node in convs if producers.get(node.input[1]) != "DequantizeLinear"]
+    assert fp32 == ["/policy_head.2/Conv"]  # its int8 logits moved the policy most
+    for node in convs:
+        if node.name not in fp32:
+            assert producers.get(node.input[2]) == "DequantizeLinear", node.name  # an int32 bias
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    logits, _ = session.run(None, {"planes": calibration[:8]})
+    np.testing.assert_allclose(logits, reference(fresh, calibration[:8])[0], atol=0.05, rtol=0)
+    with pytest.raises(ValueError, match="at least one position"):
+        quantize_int8(export_onnx(fresh), calibration[:0])
+
+
+def test_int8_is_onnx_only_and_checked_in_config_and_player_specs(net) -> None:
+    cpu = torch.device("cpu")
+    assert resolve_inference(cpu, "auto", "int8") == ("onnx", InferenceSettings(precision="int8"))
+    for backend in ("openvino", "torch"):
+        with pytest.raises(ValueError, match="int8 runs in the onnx backend"):
+            resolve_inference(cpu, backend, "int8")
+    with pytest.raises(ValueError, match="int8 runs in the onnx backend"):
+        resolve_inference(torch.device("cuda"), "auto", "int8")
+    with pytest.raises(ValueError, match="onnx backend runs fp32 or int8"):
+        OnnxBackend(net, "bf16")
+    assert load_config(None, ["search.precision=int8"]).search.precision == "int8"
+    for bad in (["search.precision=int8", "search.backend=openvino"], ["search.precision=int4"]):
+        with pytest.raises(ConfigError, match="int8"):
+            load_config(None, bad)
 
 
 def _check_exported(path, net: PolicyValueNet) -> None:

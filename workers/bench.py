@@ -27,9 +27,10 @@ def bench_gpu_share(config: RunConfig, num_actors: int, device: str) -> float:
 
 
 def selfplay_throughput(config: RunConfig, num_actors: int, seconds: float, warmup: float = 10.0,
-                        device: str = "cpu") -> dict[str, Any]:
+                        device: str = "cpu", net: PolicyValueNet | None = None) -> dict[str, Any]:
     """Positions/s and games/hour of ``num_actors`` self-play actors (one CPU each; a GPU share each on
-    ``device`` cuda, see the module docstring) over ``seconds``.
+    ``device`` cuda, see the module docstring) over ``seconds``, playing with ``net`` (default: random weights
+    of the config's shape; a trained network's games are shorter and its int8 form quantises fully).
 
     Positions count every move searched and played, finished game or not, so long games do not
     make the figure lumpy; games/hour counts the games that finished inside the window.
@@ -41,7 +42,7 @@ def selfplay_throughput(config: RunConfig, num_actors: int, seconds: float, warm
     started = start_ray(None, check_fits(config, oversubscribe=True), config.workers.object_store_memory_mb,
                         num_gpus=machine_gpus())
     try:
-        weights = ray.put(net_to_payload(PolicyValueNet(config.network)))
+        weights = ray.put(net_to_payload(net if net is not None else PolicyValueNet(config.network)))
         cls = ray.remote(num_cpus=config.workers.cpus_per_selfplay_worker, num_gpus=share)(SelfPlayWorker)
         # Ray actor handles: their methods are called through .remote, which Ray's stubs do not type.
         actors: list[Any] = [cls.remote(config, weights, 0, seed) for seed in range(num_actors)]

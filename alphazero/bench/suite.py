@@ -1,7 +1,8 @@
 """What ``alphazero bench`` prints: the figures of the hot paths, as one dict. This is slow (~1 minute).
 
 All on one torch thread with the default network (``configs/default.yaml``): encoding, the network at batch 1 and at the
-self-play batch (with each inference backend, ``net_batched_per_s_onnx``...; unsuffixed: ``search.backend``'s), and
+self-play batch (with each inference backend, ``net_batched_per_s_onnx``..., and ONNX Runtime's int8,
+``..._onnx_int8``; unsuffixed: what ``search.backend`` and ``search.precision`` run), and
 the search, with ``search.backend``, one game at a time versus many games at once.
 """
 
@@ -21,7 +22,7 @@ from alphazero.bench.shared import timed
 from alphazero.board import encoding
 from alphazero.config import RunConfig, SearchConfig
 from alphazero.nets.evaluator import NetworkEvaluator
-from alphazero.nets.inference import available_backends, resolve_inference
+from alphazero.nets.inference import CALIBRATION_POSITIONS, available_backends, resolve_inference
 from alphazero.nets.network import PolicyValueNet
 from alphazero.search.factory import build_search
 
@@ -32,13 +33,16 @@ def bench_encoding(boards: list[chess.Board], seconds: float) -> float:
 
 
 def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str = "cpu",
-                  backend: str = "auto", search: SearchConfig | None = None) -> float:
+                  backend: str = "auto", search: SearchConfig | None = None, precision: str = "auto") -> float:
     """Positions/s of the network alone; the torch backend as ``search``'s precision, channels_last and
-    pin_memory say (auto unless given); onnx and openvino in their own ``auto`` precision."""
+    pin_memory say (auto unless given); onnx and openvino in ``precision`` (their own ``auto`` unless given;
+    int8 is calibrated on ``boards`` first)."""
     if search is None or backend in ("onnx", "openvino"):
-        evaluator = NetworkEvaluator(net, device=device, backend=backend)
+        evaluator = NetworkEvaluator(net, device=device, backend=backend, precision=precision)
     else:
         evaluator = NetworkEvaluator.for_search(net, replace(search, backend=backend), device=device)
+    if evaluator.settings.precision == "int8":
+        evaluator.forward(encoding.encode_boards(boards[:CALIBRATION_POSITIONS]))  # quantises
     planes = encoding.encode_boards(boards[:batch])
     evaluator.forward(planes)  # warm-up
     calls, elapsed = timed(lambda: evaluator.forward(planes), seconds)
@@ -93,11 +97,16 @@ def bench_nnue_training(seconds: float) -> dict[str, int]:
 def bench_backends(net: PolicyValueNet, boards: list[chess.Board], batch: int, seconds: float, device: str,
                    search: SearchConfig | None = None) -> dict[str, int]:
     """The network's positions/s at batch 1 and at ``batch`` with each inference backend that runs on
-    ``device`` (``net_batch1_per_s_torch``, ``net_batched_per_s_onnx``...; torch as ``search`` says)."""
+    ``device`` (``net_batch1_per_s_torch``, ``net_batched_per_s_onnx``...; torch as ``search`` says), and
+    ONNX Runtime's int8 (``..._onnx_int8``)."""
     figures = {}
-    for backend in available_backends(torch.device(device)):
-        figures[f"net_batch1_per_s_{backend}"] = round(bench_network(net, boards, 1, seconds, device, backend, search))
-        figures[f"net_batched_per_s_{backend}"] = round(bench_network(net, boards, batch, seconds, device, backend, search))
+    variants = [(backend, backend, "auto") for backend in available_backends(torch.device(device))]
+    if "onnx" in available_backends(torch.device(device)):
+        variants.append(("onnx_int8", "onnx", "int8"))
+    for name, backend, precision in variants:
+        for size, key in ((1, "batch1"), (batch, "batched")):
+            figures[f"net_{key}_per_s_{name}"] = round(bench_network(net, boards, size, seconds, device, backend, search,
+                                                                    precision))
     return figures
 
 
@@ -118,6 +127,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     backend, settings = resolve_inference(torch.device(device), search.backend, search.precision,
                                           search.channels_last, search.pin_memory)  # the searches' (search.backend)
     nets = bench_backends(net, boards, batch, seconds, device, search)
+    searched = backend + ("_int8" if settings.precision == "int8" else "")  # the searches' figure
     return {
         "search_algorithm": config.search.algorithm,
         "search_implementation": config.search.implementation,
@@ -128,8 +138,8 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "encode_per_s": round(bench_encoding(boards, seconds)),
         "backend": backend,
         "inference": settings.precision + ("+cl" if settings.channels_last else "") + ("+pin" if settings.pin_memory else ""),
-        "net_batch1_per_s": nets[f"net_batch1_per_s_{backend}"],
-        "net_batched_per_s": nets[f"net_batched_per_s_{backend}"],
+        "net_batch1_per_s": nets[f"net_batch1_per_s_{searched}"],
+        "net_batched_per_s": nets[f"net_batched_per_s_{searched}"],
         **nets,
         "search_batch1_sims_per_s": round(bench_search(net, config, 1, moves=max(3, int(seconds * 1500 / sims)), device=device)),
         "search_batched_sims_per_s": round(bench_search(net, config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),

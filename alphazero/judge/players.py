@@ -16,7 +16,7 @@ spec                                                      player
                                                           search adding N simulations to it); PATH a network
                                                           file or a run directory (its current best network);
                                                           also ``backend=torch|onnx|openvino``,
-                                                          ``precision=fp32|bf16|fp16``, ``channels_last=0|1``
+                                                          ``precision=fp32|bf16|fp16|int8``, ``channels_last=0|1``
                                                           (``SearchConfig``)
 ``policy:PATH``                                           the raw network policy, most probable legal move
 ``random``                                                uniformly random legal move

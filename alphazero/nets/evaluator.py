@@ -89,8 +89,11 @@ class NetworkEvaluator:
                    policy_temperature=search.policy_temperature)
 
     def set_network(self, net: PolicyValueNet) -> None:
-        """Swap in new weights (a new version) for the next call (the onnx backend exports them again)."""
-        self._run = make_backend(self.backend, net, self.device, self.settings)
+        """Swap in new weights (a new version) for the next call (the onnx backend exports them again; in int8
+        it calibrates them on the positions the previous weights were last asked about)."""
+        recent = getattr(self._run, "recent_planes", None)
+        self._run = make_backend(self.backend, net, self.device, self.settings,
+                                 calibration=recent() if recent is not None else None)
 
     def prepare(self, board: chess.Board, moves: list[chess.Move]) -> tuple[list[int], np.ndarray]:
         return encoding.board_features(board), encoding.moves_to_actions(board, moves)

@@ -10,7 +10,9 @@ for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
   page-locked buffers, one stream synchronisation per call). Every one of them also runs on the CPU,
   where the staging buffers cannot be pinned and the copies are plain (so tests cover each path).
 - ``onnx``: ONNX Runtime (CPUExecutionProvider) on an in-memory ONNX export of the folded network,
-  with as many intra-op threads as torch has (``torch.get_num_threads()``); fp32 and contiguous only.
+  with as many intra-op threads as torch has (``torch.get_num_threads()``); contiguous, in fp32 or int8
+  (``precision``: static QDQ quantisation, ``quantize_int8``, calibrated on the latest positions the backend
+  was asked about; ``OnnxBackend``). int8 is asked for by name, never chosen by ``auto``.
 - ``openvino``: OpenVINO Runtime (CPU plugin) on the same in-memory export, on as many inference threads
   as torch has, in fp32 or bf16 (``precision``; ``auto``: bf16 where the CPU computes in bf16 natively,
   ``avx512_bf16`` or AMX, fp32 elsewhere: ``native_cpu_precision``); contiguous and unstaged.
@@ -31,8 +33,12 @@ torch.compile lost at batch 48 and took 40-100 s to compile each batch size, and
 at batch 48, so neither is used (``alphazero.bench.inference``). On an AMD Zen 5 (``avx512_bf16``, no AMX;
 docs/RESULTS.md "OpenVINO in bf16") OpenVINO fp32 ran 1.08x ONNX Runtime, OpenVINO bf16 1.6x (policy KL
 from fp32 0.0005, values within 0.014), self-play 1.34x, and the same network played level with its fp32
-self (+1 Elo [-25, +26], 400 games); ONNX Runtime's int8 (static, QDQ) ran 2.5x but moved the policy
-20-30 times as far (KL 0.006-0.015), and 0.63x on a 4x48 network: not used.
+self (+1 Elo [-25, +26], 400 games). ONNX Runtime's int8 (static QDQ, the policy's output convolution in
+fp32) ran 1.4x OpenVINO bf16 on a trained 3x32 at the self-play batch, self-play with a trained network 1.42x
+(1.91x ONNX Runtime fp32), policy KL from fp32 0.008 (bf16: 0.0004), and the same network at 200 simulations
+-19 Elo [-48, +9] against its bf16 self (400 games), and 50 minutes of training with int8 self-play beat the
+bf16 default's 50 minutes by +81 [+22, +146] (docs/RESULTS.md "int8 self-play"). On a Zen 4 int8 ran 0.6x
+OpenVINO bf16 and without VNNI below fp32 (0.40x on a Xeon), so ``auto`` never picks it.
 
 ``export_onnx`` is also what ``alphazero export --onnx`` writes: input ``planes`` (uint8
 ``[B, 24, 8, 8]``, the encoder's planes as stored, scaled inside the graph), outputs ``logits``
@@ -59,6 +65,8 @@ from alphazero.nets.network import PolicyValueNet, fuse_for_inference
 BACKENDS = ("auto", "torch", "onnx", "openvino")
 OPENVINO_PRECISIONS = {"fp32": "f32", "bf16": "bf16"}  # ours -> OpenVINO's INFERENCE_PRECISION_HINT
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+ONNX_PRECISIONS = ("fp32", "int8")  # int8: OnnxBackend quantises the network (static QDQ) on positions it was asked
+CALIBRATION_POSITIONS = 512  # the positions int8 is calibrated on: the most recent ones the backend was asked
 
 
 @dataclass(frozen=True)
@@ -74,13 +82,18 @@ class InferenceSettings:
         """fp32, contiguous, unstaged: what the onnx backend can do too."""
         return self == InferenceSettings()
 
+    @property
+    def onnx_runs(self) -> bool:
+        """fp32 or int8, contiguous, unstaged: what the onnx backend runs."""
+        return self.precision in ONNX_PRECISIONS and not (self.channels_last or self.pin_memory)
+
 
 def resolve_settings(device: torch.device, precision: str = "auto", channels_last: bool | str = "auto",
                      pin_memory: bool | str = "auto", backend: str = "torch") -> InferenceSettings:
     """``search.precision``/``channels_last``/``pin_memory`` (``auto`` or a value) as settings for ``device``
     (``backend``: the resolved backend; ``openvino``'s ``auto`` precision is the CPU's native one)."""
-    if precision != "auto" and precision not in PRECISIONS:
-        raise ValueError(f"precision must be auto, {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "auto" and precision not in (*PRECISIONS, "int8"):
+        raise ValueError(f"precision must be auto, {', '.join(PRECISIONS)} or int8, got {precision!r}")
     cuda = device.type == "cuda"
     if precision == "auto":
         precision = "fp16" if cuda else native_cpu_precision() if backend == "openvino" else "fp32"
@@ -156,6 +169,10 @@ def resolve_backend(backend: str, device: torch.device, settings: InferenceSetti
     if backend not in BACKENDS:
         raise ValueError(f"inference backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "auto":
+        if settings.precision == "int8":
+            if device.type != "cpu" or not onnx_available():
+                raise ValueError("precision int8 runs in the onnx backend, on the cpu, with onnxruntime installed")
+            return "onnx"
         if device.type != "cpu":
             return "torch"
         # OpenVINO where its bf16 pays (a CPU that computes bf16, or bf16 asked for); in fp32 on a CPU without
@@ -166,8 +183,10 @@ def resolve_backend(backend: str, device: torch.device, settings: InferenceSetti
         return "onnx" if settings.plain and onnx_available() else "torch"
     if backend in ("onnx", "openvino") and device.type != "cpu":
         raise ValueError(f"the {backend} backend runs on the cpu only, not on {device.type}")
-    if backend == "onnx" and not settings.plain:
-        raise ValueError(f"the onnx backend runs fp32 and contiguous only, not {settings}")
+    if backend == "onnx" and not settings.onnx_runs:
+        raise ValueError(f"the onnx backend runs fp32 or int8, contiguous and unstaged, not {settings}")
+    if backend != "onnx" and settings.precision == "int8":
+        raise ValueError(f"precision int8 runs in the onnx backend, not {backend}")
     if backend == "openvino":
         if settings.precision not in OPENVINO_PRECISIONS or settings.channels_last or settings.pin_memory:
             raise ValueError(f"the openvino backend runs fp32 or bf16, contiguous and unstaged, not {settings}")
@@ -334,27 +353,144 @@ def onnx_session(model: bytes, threads: int | None = None):
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
+def _policy_output_conv(model) -> str | None:
+    """The name of the Conv node whose output becomes the ``logits`` output (through a Flatten or Reshape)."""
+    producers = {output: node for node in model.graph.node for output in node.output}
+    node = producers.get(OUTPUT_NAMES[0])
+    while node is not None and node.op_type != "Conv" and node.input:
+        node = producers.get(node.input[0])
+    return node.name if node is not None and node.op_type == "Conv" else None
+
+
+def _unshared(model):
+    """``model`` with every initializer that several nodes read copied, one copy a node: torch's exporter merges
+    equal constants (a fresh network's folded biases are all zero; the other readers get an ``Identity`` of the
+    first), and ONNX Runtime's quantiser leaves such a bias in fp32, which keeps its convolution out of the int8
+    kernels (5x slower in a random network)."""
+    import onnx
+
+    initializers = {init.name: init for init in model.graph.initializer}
+
+    def copy_of(name: str, as_name: str) -> str:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(initializers[name])
+        copy.name = as_name
+        model.graph.initializer.append(copy)
+        initializers[as_name] = copy
+        return as_name
+
+    for node in [node for node in model.graph.node if node.op_type == "Identity" and node.input[0] in initializers]:
+        copy_of(node.input[0], node.output[0])  # the Identity's output becomes a constant of its own
+        model.graph.node.remove(node)
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    for node in model.graph.node:
+        for slot, name in enumerate(node.input):
+            if name in initializers and readers[name] > 1:
+                readers[name] -= 1
+                node.input[slot] = copy_of(name, f"{name}_{node.name}")
+    return model
+
+
+def quantize_int8(model: bytes, planes: np.ndarray) -> bytes:
+    """ONNX Runtime's static int8 form (QDQ) of the exported ``model``, its activations calibrated (min-max) on
+    ``planes`` ``uint8 [N, 24, 8, 8]``: the convolutions with per-channel int8 weights and uint8 activations (the
+    x86 VNNI kernels' pairing), the policy's output convolution kept in fp32 (its int8 logits moved the policy
+    most: KL from fp32 0.0095 with it quantised, 0.0076 without, on a two-hour network), the value head's dense
+    layers in fp32. About 0.1 s for 512 positions on one core."""
+    import logging
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Batches(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter([{INPUT_NAME: planes[start:start + 64]} for start in range(0, len(planes), 64)])
+
+        def get_next(self) -> dict | None:
+            return next(self.batches, None)
+
+    if len(planes) == 0:
+        raise ValueError("int8 calibration needs at least one position")
+    proto = _unshared(onnx.load_model_from_string(model))
+    excluded = [name for name in [_policy_output_conv(proto)] if name]
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_static logs a "consider pre-processing" warning on every call
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            source, target = Path(folder) / "net.onnx", Path(folder) / "int8.onnx"
+            source.write_bytes(proto.SerializeToString())
+            quantize_static(source, target, Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            op_types_to_quantize=["Conv"], nodes_to_exclude=excluded)
+            return target.read_bytes()
+    finally:
+        root.setLevel(level)
+
+
 class OnnxBackend:
-    """ONNX Runtime on the CPU, on an in-memory export of the network.
+    """ONNX Runtime on the CPU, on an in-memory export of the network, in fp32 or int8 (``precision``).
 
     The session runs on as many intra-op threads as ``torch.get_num_threads()``: it is built again
     when torch's count has changed since (``torch.set_num_threads`` stays the one thread setting).
+
+    int8 (``quantize_int8``) is calibrated on the ``CALIBRATION_POSITIONS`` most recent positions the backend
+    was asked about: ``calibration`` (those the previous network's backend saw, ``recent_planes``: what
+    ``NetworkEvaluator.set_network`` hands on) when there are enough, else the fp32 session answers until the
+    backend has seen that many and then quantises. Self-play calibrates each new network on the latest
+    positions of its own games; a player on the positions of its first searches.
     """
 
     name = "onnx"
 
-    def __init__(self, net: PolicyValueNet) -> None:
+    def __init__(self, net: PolicyValueNet, precision: str = "fp32", calibration: np.ndarray | None = None) -> None:
+        if precision not in ONNX_PRECISIONS:
+            raise ValueError(f"the onnx backend runs {' or '.join(ONNX_PRECISIONS)}, not {precision!r}")
+        self.precision = precision
         self.model = export_onnx(net)
+        self.quantized = False
+        self._recent = np.zeros((CALIBRATION_POSITIONS, encoding.NUM_PLANES, 8, 8), np.uint8)
+        self._seen = 0  # positions written to the ring _recent
+        if precision == "int8" and calibration is not None:
+            self._remember(np.asarray(calibration, dtype=np.uint8)[-CALIBRATION_POSITIONS:])
+            self._quantize_when_ready()
         self.threads = torch.get_num_threads()
         self.session = onnx_session(self.model, self.threads)
+
+    def _remember(self, planes: np.ndarray) -> None:
+        rows = planes[-CALIBRATION_POSITIONS:]
+        slots = (self._seen + np.arange(len(rows))) % CALIBRATION_POSITIONS
+        self._recent[slots] = rows
+        self._seen += len(rows)
+
+    def recent_planes(self) -> np.ndarray:
+        """The most recent positions asked about (at most ``CALIBRATION_POSITIONS``, int8 only; oldest first)."""
+        if self._seen <= CALIBRATION_POSITIONS:
+            return self._recent[: self._seen].copy()
+        return np.roll(self._recent, -(self._seen % CALIBRATION_POSITIONS), axis=0)
+
+    def _quantize_when_ready(self) -> None:
+        if not self.quantized and self._seen >= CALIBRATION_POSITIONS:
+            self.model = quantize_int8(self.model, self.recent_planes())
+            self.quantized = True
+            self.threads = 0  # the session is built again, on the quantised model
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(planes) == 0:
             return np.zeros((0, encoding.NUM_ACTIONS), np.float32), np.zeros(0, np.float32)
+        planes = np.ascontiguousarray(planes, dtype=np.uint8)
+        if self.precision == "int8":
+            self._remember(planes)
+            self._quantize_when_ready()
         threads = torch.get_num_threads()
         if threads != self.threads:
             self.session, self.threads = onnx_session(self.model, threads), threads
-        logits, value = self.session.run(None, {INPUT_NAME: np.ascontiguousarray(planes, dtype=np.uint8)})
+        logits, value = self.session.run(None, {INPUT_NAME: planes})
         return logits, value
 
 
@@ -397,10 +533,12 @@ class OpenVinoBackend:
 
 
 def make_backend(backend: str, net: PolicyValueNet, device: torch.device,
-                 settings: InferenceSettings = InferenceSettings()) -> TorchBackend | OnnxBackend | OpenVinoBackend:
-    """The backend named by ``resolve_backend`` output (``torch``, ``onnx`` or ``openvino``) running ``net``."""
+                 settings: InferenceSettings = InferenceSettings(),
+                 calibration: np.ndarray | None = None) -> TorchBackend | OnnxBackend | OpenVinoBackend:
+    """The backend named by ``resolve_backend`` output (``torch``, ``onnx`` or ``openvino``) running ``net``
+    (``calibration``: positions for int8, ``OnnxBackend``)."""
     if backend == "onnx":
-        return OnnxBackend(net)
+        return OnnxBackend(net, settings.precision, calibration)
     if backend == "openvino":
         return OpenVinoBackend(net, settings.precision)
     if backend == "torch":
