@@ -228,7 +228,7 @@ def test_invalid_value_is_rejected_naming_the_key(override, key):
         ("workers.selfplay_gpus=0.33333", "more than 4 decimal places"),
         ("workers.selfplay_gpus=quarter", "expected a number, got 'quarter'"),
         ("workers.learner_gpus=true", "expected a number"),
-        ("search.precision=fp8", "must be auto, fp32, fp16 or bf16"),
+        ("search.precision=fp8", "must be auto, fp32, fp16, bf16 or int8"),
         ("search.channels_last=3", "expected true, false or a word"),
         ("search.pin_memory=sometimes", "must be true, false or auto"),
     ],

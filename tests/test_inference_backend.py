@@ -489,7 +489,7 @@ def test_auto_settings_are_fp16_channels_last_pinned_on_cuda_and_plain_on_the_cp
     assert resolve_backend("auto", cpu, InferenceSettings()) == ("openvino" if cpu_computes_bf16() else "onnx")
     assert resolve_backend("auto", cpu, InferenceSettings("fp16")) == "torch"
     assert resolve_backend("auto", cpu, InferenceSettings("bf16", channels_last=True)) == "torch"
-    with pytest.raises(ValueError, match="fp32 and contiguous only"):
+    with pytest.raises(ValueError, match="onnx backend runs fp32 or int8, contiguous and unstaged"):
         resolve_backend("onnx", cpu, InferenceSettings(channels_last=True))
     assert NetworkEvaluator(make_net(3), precision="bf16").backend == "openvino"
     assert NetworkEvaluator(make_net(3), precision="bf16", channels_last=True).backend == "torch"

@@ -127,7 +127,7 @@ def test_network_players_take_the_inference_settings(tiny_net) -> None:
     config = player.mcts.config  # type: ignore[attr-defined]
     assert (config.precision, config.channels_last) == ("bf16", True)
     assert player.choose_moves([chess.Board()])[0] in chess.Board().legal_moves
-    with pytest.raises(ValueError, match="search.precision must be auto, fp32, fp16 or bf16, got 'fp8'"):
+    with pytest.raises(ValueError, match="search.precision must be auto, fp32, fp16, bf16 or int8, got 'fp8'"):
         make_player("mcts:/no/such/net.pt?precision=fp8")
     with pytest.raises(ValueError, match="run in the torch backend"):
         make_player(f"mcts:{tiny_net}?backend=onnx&precision=bf16")
