@@ -40,6 +40,14 @@ def test_bench_json_has_every_figure(capsys) -> None:
     assert figures["backend"] == ("openvino" if native == "bf16" else "onnx")
 
 
+def test_bench_json_with_int8_search_reports_the_int8_figure(capsys) -> None:
+    assert main(["bench", "--json", "--seconds", "0.05", *TINY, "--set", "search.precision=int8"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert (figures["backend"], figures["inference"]) == ("onnx", "int8")
+    assert figures["net_batched_per_s"] == figures["net_batched_per_s_onnx_int8"] > 0
+    assert figures["net_batched_per_s_torch"] > 0 and figures["search_batched_sims_per_s"] > 0
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: --device cuda runs")
 @pytest.mark.parametrize("argv", [["bench", "--device", "cuda"], ["bench", "--selfplay", "2", "--device", "cuda"]],
                          ids=["suite", "selfplay"])

@@ -40,7 +40,9 @@ def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, se
     if search is None or backend in ("onnx", "openvino"):
         evaluator = NetworkEvaluator(net, device=device, backend=backend, precision=precision)
     else:
-        evaluator = NetworkEvaluator.for_search(net, replace(search, backend=backend), device=device)
+        # the torch backend in the search's torch settings (int8 is ONNX Runtime's: torch's own auto precision then)
+        precision = "auto" if search.precision == "int8" else search.precision
+        evaluator = NetworkEvaluator.for_search(net, replace(search, backend=backend, precision=precision), device=device)
     if evaluator.settings.precision == "int8":
         evaluator.forward(encoding.encode_boards(boards[:CALIBRATION_POSITIONS]))  # quantises
     planes = encoding.encode_boards(boards[:batch])
