@@ -25,6 +25,7 @@ import torch
 
 from alphazero.config import load_config
 from alphazero.nets.inference import (
+    CALIBRATION_POSITIONS,
     INPUT_NAME,
     InferenceSettings,
     OpenVinoBackend,
@@ -32,6 +33,7 @@ from alphazero.nets.inference import (
     export_onnx,
     onnx_session,
     openvino_available,
+    quantize_int8,
 )
 from alphazero.nets.network import PolicyValueNet, fuse_for_inference
 
@@ -62,36 +64,20 @@ def real_planes(count: int, seed: int = 0) -> np.ndarray:
 
 def int8_models(net: PolicyValueNet) -> dict[str, bytes]:
     """ONNX Runtime's int8 forms of the exported net: ``onnx-int8-dynamic`` (weights int8, activations
-    quantised per call) and ``onnx-int8-static`` (QDQ, activations calibrated on 512 real positions)."""
+    quantised per call) and ``onnx-int8-static`` (``search.precision: int8``'s ``quantize_int8``, calibrated on
+    512 real positions)."""
     import tempfile
     from pathlib import Path
 
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_dynamic,
-        quantize_static,
-    )
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    class Positions(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.batches = iter([{INPUT_NAME: real_planes(64, seed)} for seed in range(8)])
-
-        def get_next(self) -> dict | None:
-            return next(self.batches, None)
-
-    out = {}
+    model = export_onnx(net)
     with tempfile.TemporaryDirectory() as folder:
-        source = Path(folder) / "net.onnx"
-        source.write_bytes(export_onnx(net))
-        dynamic, static = Path(folder) / "dynamic.onnx", Path(folder) / "static.onnx"
+        source, dynamic = Path(folder) / "net.onnx", Path(folder) / "dynamic.onnx"
+        source.write_bytes(model)
         quantize_dynamic(source, dynamic, weight_type=QuantType.QInt8)
-        quantize_static(source, static, Positions(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-        out["onnx-int8-dynamic"] = dynamic.read_bytes()
-        out["onnx-int8-static"] = static.read_bytes()
-    return out
+        return {"onnx-int8-dynamic": dynamic.read_bytes(),
+                "onnx-int8-static": quantize_int8(model, real_planes(CALIBRATION_POSITIONS))}
 
 
 def main() -> None:

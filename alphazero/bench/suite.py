@@ -41,8 +41,9 @@ def bench_network(net: PolicyValueNet, boards: list[chess.Board], batch: int, se
         evaluator = NetworkEvaluator(net, device=device, backend=backend, precision=precision)
     else:
         # the torch backend in the search's torch settings (int8 is ONNX Runtime's: torch's own auto precision then)
-        precision = "auto" if search.precision == "int8" else search.precision
-        evaluator = NetworkEvaluator.for_search(net, replace(search, backend=backend, precision=precision), device=device)
+        torch_precision = "auto" if search.precision == "int8" else search.precision
+        evaluator = NetworkEvaluator.for_search(net, replace(search, backend=backend, precision=torch_precision),
+                                                device=device)
     if evaluator.settings.precision == "int8":
         evaluator.forward(encoding.encode_boards(boards[:CALIBRATION_POSITIONS]))  # quantises
     planes = encoding.encode_boards(boards[:batch])

@@ -457,7 +457,7 @@ class OnnxBackend:
         self._recent = np.zeros((CALIBRATION_POSITIONS, encoding.NUM_PLANES, 8, 8), np.uint8)
         self._seen = 0  # positions written to the ring _recent
         if precision == "int8" and calibration is not None:
-            self._remember(np.asarray(calibration, dtype=np.uint8)[-CALIBRATION_POSITIONS:])
+            self._remember(np.asarray(calibration, dtype=np.uint8))
             self._quantize_when_ready()
         self.threads = torch.get_num_threads()
         self.session = onnx_session(self.model, self.threads)
