@@ -29,7 +29,7 @@ def test_bench_json_has_every_figure(capsys) -> None:
                 "search_overhead_us_per_sim", "perft_nodes_per_s", "ab_nodes_per_s", "ab_nnue_nodes_per_s",
                 "net_batched_per_s_torch", "net_batched_per_s_onnx", "net_batched_per_s_onnx_int8",
                 "nnue_train_positions_per_s_1t",
-                "nnue_train_positions_per_s_2t"):
+                "nnue_train_positions_per_s_2t", "learner_samples_per_s"):
         assert figures[key] > 0, key
     # The configured search (self-play's default: gumbel) and the other algorithm beside it.
     assert figures["search_algorithm"] == "gumbel" and figures["search_batched_sims_per_s_puct"] > 0
@@ -38,6 +38,8 @@ def test_bench_json_has_every_figure(capsys) -> None:
     native = native_cpu_precision()
     assert figures["device"] == "cpu" and figures["inference"] == native
     assert figures["backend"] == ("openvino" if native == "bf16" else "onnx")
+    # the learner as a run resolves train.precision auto: bf16 channels-last where the CPU computes bf16
+    assert figures["learner_precision"] == ("bf16+cl" if native == "bf16" else "fp32")
 
 
 def test_bench_json_with_int8_search_reports_the_int8_figure(capsys) -> None:

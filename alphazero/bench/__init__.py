@@ -4,6 +4,7 @@
                searches (compiled, Python, the other algorithm), alpha-beta and NNUE training, one dict
 ``search``     the compiled search against the Python one on the same workload (``python -m alphazero.bench.search``)
 ``alphabeta``  the compiled board and alpha-beta: perft, nodes per second, nodes to depth (``python -m alphazero.bench.alphabeta``)
+``learner``    the policy/value learner's samples per second, the config's network and train settings
 ``nnue``       the NNUE trainer's positions per second on synthetic data
 ``inference``  ways to run the network on the CPU: eager, channels-last, torch.compile, ONNX Runtime
 ``positions``  the fixed positions they share; ``shared`` the default config and the timing helpers

@@ -3,7 +3,8 @@
 All on one torch thread with the default network (``configs/default.yaml``): encoding, the network at batch 1 and at the
 self-play batch (with each inference backend, ``net_batched_per_s_onnx``..., and ONNX Runtime's int8,
 ``..._onnx_int8``; unsuffixed: what ``search.backend`` and ``search.precision`` run), and
-the search, with ``search.backend``, one game at a time versus many games at once.
+the search, with ``search.backend``, one game at a time versus many games at once; the learner's samples/s
+(``learner_samples_per_s``: with ``bench --selfplay``'s positions/s it says which side bounds a run).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import chess
 import torch
 
+from alphazero.bench.learner import learner_samples_per_s
 from alphazero.bench.positions import sample_positions
 from alphazero.bench.search import search_overhead_us_per_sim
 from alphazero.bench.shared import timed
@@ -149,6 +151,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
         "search_batched_sims_per_s_python": round(bench_search(net, python_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
         "search_batched_sims_per_s_" + other: round(bench_search(net, other_config, config.selfplay.games_per_worker, moves=batched_moves, device=device)),
         "search_overhead_us_per_sim": search_overhead_us_per_sim(seconds, algorithm=config.search.algorithm),
+        **learner_samples_per_s(config, seconds, threads, device),
         **bench_alphabeta(),
         **bench_nnue_training(seconds),
         "device": device,
