@@ -452,6 +452,7 @@ def test_the_shipped_supervised_network_fits_its_config_and_knows_openings():
         ("amx-1h.pt", "amx.yaml"),
         ("amx-2h.pt", "amx.yaml"),
         ("amx-4h.pt", "amx.yaml"),
+        ("int8-2h.pt", "int8.yaml"),
     ],
 )
 def test_the_shipped_networks_have_their_configs_shape_and_know_a_queen_is_worth_having(name: str, config: str):
@@ -459,7 +460,8 @@ def test_the_shipped_networks_have_their_configs_shape_and_know_a_queen_is_worth
     # default-1h-zen5.pt ("The default's hour on a faster machine"), default-1h-bf16.pt ("OpenVINO in bf16"),
     # default-2h-bf16.pt ("Two hours of the bf16 default"), amx-1h/2h/4h.pt ("No gating and a bigger
     # network for the hour", "Two hours of a 4x48 network in bf16 with the new learning", "Four hours of
-    # configs/amx.yaml"). Each has its config's shape (so `train --init` and the config take it) and values material.
+    # configs/amx.yaml"), int8-2h.pt ("Two hours of the 4x48 with int8 self-play"). Each has its config's
+    # shape (so `train --init` and the config take it) and values material.
     from alphazero.config import load_config
 
     root = pathlib.Path(__file__).resolve().parent.parent
