@@ -11,16 +11,13 @@ the actors, so its rate there is lower than this one-core figure.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
-from alphazero.bench.scale import SyntheticGames
+from alphazero.bench.scale import synthetic_shard
 from alphazero.config import RunConfig
-from alphazero.learn.replay import write_shard
 from alphazero.learn.train import Learner
 
 
@@ -32,12 +29,8 @@ def learner_samples_per_s(config: RunConfig, seconds: float, threads: int = 1, d
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        games = SyntheticGames(150, config.search.num_simulations, seed).finished(8, 0)
         learner = Learner(config.network, replace(config.train, device=device), seed=seed)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "shard-00000000.npz"
-            write_shard(path, games)
-            learner.add_shards([path])
+        learner.window.add(synthetic_shard(150, config.search.num_simulations, seed=seed)[0])
         learner.train(2)  # warm-up: first-call allocations, bf16 kernels
         steps, elapsed = 0, 0.0
         while elapsed < seconds or steps == 0:

@@ -10,6 +10,7 @@ driver, the shard writer and the learner handle exactly what real self-play hand
 - per game its result, termination, PGN (SAN moves) and network version;
 - in-flight games that ``SelfPlayer.restore`` accepts (legal moves from the start position, every ply recorded).
 
+``synthetic_shard`` is one shard of them as the driver writes it (the learner benchmark's window too);
 ``sampling_rate`` measures ``ReplayWindow.sample`` (the learner's input) from a window of a given size.
 Knows nothing of Ray, actors or clocks beyond the measurement's own timer.
 """
@@ -26,7 +27,7 @@ import chess
 import numpy as np
 
 from alphazero.board import encoding
-from alphazero.learn.replay import ReplayWindow, read_shard, write_shard
+from alphazero.learn.replay import ReplayWindow, Shard, read_shard, write_shard
 from alphazero.search.records import GameRecord
 
 _RESULTS = ("1-0", "0-1", "1/2-1/2")
@@ -114,6 +115,16 @@ class SyntheticGames:
         return out
 
 
+def synthetic_shard(game_positions: int, num_simulations: int, num_games: int = 8, seed: int = 0) -> tuple[Shard, int]:
+    """One shard of ``num_games`` synthetic games, written and read back through the shard format (as the driver
+    writes one play call's games), and its size on disk in bytes."""
+    games = SyntheticGames(game_positions, num_simulations, seed).finished(num_games, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "shard-00000000.npz"
+        write_shard(path, games)
+        return read_shard(path), path.stat().st_size
+
+
 def sampling_rate(window_positions: int, batch_size: int = 256, seconds: float = 10.0, game_positions: int = 150,
                   games_per_shard: int = 8, num_simulations: int = 32, seed: int = 0) -> dict[str, Any]:
     """Batches/s and positions/s of ``ReplayWindow.sample`` from a full window of ``window_positions``.
@@ -123,12 +134,7 @@ def sampling_rate(window_positions: int, batch_size: int = 256, seconds: float =
     copy owns its arrays, so the window's memory is what a real one of that size holds. This is slow to
     build for large windows (seconds per million positions).
     """
-    games = SyntheticGames(game_positions, num_simulations, seed).finished(games_per_shard, 0)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "shard-00000000.npz"
-        write_shard(path, games)
-        shard = read_shard(path)
-        shard_bytes = path.stat().st_size
+    shard, shard_bytes = synthetic_shard(game_positions, num_simulations, games_per_shard, seed)
     window = ReplayWindow(window_positions)
     build = time.perf_counter()
     copies = 0
