@@ -211,6 +211,25 @@ class RunDirectory:
         append_jsonl(self.events_path, {"time": time.time(), "event": kind, **fields})
 
 
+def config_changes(saved: RunConfig, requested: RunConfig) -> list[str]:
+    """Each setting ``requested`` changes from ``saved``, as ``section.key: old -> new`` in the configs' order.
+
+    A resume runs with the config it is given (``--config`` and ``--set``), not the run's own ``config.yaml``;
+    these are the lines that tell the user so.
+    """
+    def flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(value, dict) and value:
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+    old, new = flat(config_to_dict(saved)), flat(config_to_dict(requested))
+    return [f"{key}: {old.get(key)!r} -> {new.get(key)!r}"
+            for key in list(old) + [key for key in new if key not in old] if old.get(key) != new.get(key)]
+
+
 def resume_conflicts(saved: RunConfig, requested: RunConfig) -> list[str]:
     """Reasons ``requested`` cannot continue a run made with ``saved`` (empty when it can).
 

@@ -13,7 +13,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser("train", help="train by self-play on Ray (embedded local Ray, or --address to join a cluster)")
     add_config_args(train, required=False)
     train.add_argument("--run-dir", required=True, help="run directory (checkpoints/NAME)")
-    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir, with its own config.yaml (plus --set), or with --config's settings "
+                            "where given (its network shape, seed and optimizer must be the run's; each other "
+                            "setting that differs is printed)")
     train.add_argument("--address", default=None, help="Ray cluster to join: 'auto' or HOST:PORT (default: start a local Ray)")
     train.add_argument("--oversubscribe", action="store_true",
                        help="run a config that asks for more CPUs than this machine has anyway (local Ray only; slower)")

@@ -17,6 +17,7 @@ from alphazero.checkpoint import (
     append_jsonl,
     atomic_write_text,
     read_jsonl,
+    config_changes,
     resume_conflicts,
 )
 from alphazero.config import load_config
@@ -187,6 +188,19 @@ def test_resume_allows_worker_budget_and_schedule_changes():
     ])
     assert saved != requested
     assert resume_conflicts(saved, requested) == []
+
+
+def test_config_changes_lists_each_changed_setting_with_both_values_and_nothing_else():
+    saved = load_config(None, ["seed=5", "workers.num_selfplay_workers=2"])
+    assert config_changes(saved, saved) == []
+    requested = load_config(None, ["seed=5", "workers.num_selfplay_workers=1", "train.lr_milestones=[10]",
+                                   "search.precision=int8"])
+    changes = config_changes(saved, requested)
+    assert sorted(line.split(":")[0] for line in changes) == [
+        "search.precision", "train.lr_milestones", "workers.num_selfplay_workers"]
+    workers = next(line for line in changes if line.startswith("workers.num_selfplay_workers"))
+    assert workers == "workers.num_selfplay_workers: 2 -> 1"
+    assert config_changes(requested, saved) != changes  # the direction shows: old -> new
 
 
 # -- atomic writes ----------------------------------------------------------------------------------------

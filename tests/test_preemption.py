@@ -105,6 +105,11 @@ def test_sigkills_at_any_moment_lose_nothing_and_the_resumed_run_goes_on_to_its_
     assert learner_steps == sorted(learner_steps)  # each restart reloads at least what was saved
     resumes = [e for e in events if e["event"] == "run_resumed"]
     assert len(resumes) == 2 and resumes[-1]["pending_arena"] is not None  # the last kill was mid-arena
+    # A resume runs the config it is given, and says what that changes from the run's own config.yaml.
+    assert resumes[0]["config_changes"] == []
+    assert sorted(c.split(":")[0] for c in resumes[-1]["config_changes"]) == [
+        "max_generations", "workers.num_selfplay_workers"]
+    assert "resuming with 2 setting(s)" in result.stdout + result.stderr
     assert resumes[-1]["games"] == games_on_disk and resumes[-1]["generation"] == killed[-1]["generation"]
     # Self-play games in flight at a kill were continued by the next driver (the first kill came after a save).
     assert [e["games"] > 0 for e in events if e["event"] == "inflight_restored"] == [True, True]

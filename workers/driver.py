@@ -50,7 +50,7 @@ from typing import Any, Callable
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from alphazero.checkpoint import PendingArena, RunDirectory, RunState
+from alphazero.checkpoint import PendingArena, RunDirectory, RunState, config_changes
 from alphazero.config import RunConfig
 from alphazero.fileio import DirectoryLock, LockedError, atomic_write_text
 from alphazero.judge.elo import elo_text
@@ -462,8 +462,13 @@ class Driver:
             # state.json is written last: until it exists the directory holds no run (a new run may reuse it).
             run.write_state(state)
         else:
+            changes = config_changes(run.read_config(), config)
             run.log_event("run_resumed", generation=state.generation, games=state.games, positions=state.positions,
-                          pending_arena=state.pending_arena.generation if state.pending_arena else None)
+                          pending_arena=state.pending_arena.generation if state.pending_arena else None,
+                          config_changes=changes)
+            if changes:
+                self.progress.message(f"resuming with {len(changes)} setting(s) other than {run.config_path}'s "
+                                      "(the config given, not the run's own, is what runs): " + "; ".join(changes))
         learner = self._new_learner()  # asked for first: on a node the actors share, it is placed first
         self.pool.set_weights(state.network_version, ray.put(safe_torch_load(run.network_path(state.best_generation))))
         inflight = deal_inflight(read_inflight(run.inflight_path), config.workers.num_selfplay_workers)
