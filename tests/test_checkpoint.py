@@ -16,8 +16,8 @@ from alphazero.checkpoint import (
     RunState,
     append_jsonl,
     atomic_write_text,
-    read_jsonl,
     config_changes,
+    read_jsonl,
     resume_conflicts,
 )
 from alphazero.config import load_config
