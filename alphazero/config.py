@@ -134,7 +134,10 @@ class SearchConfig:
     # latest 512 positions the evaluator was asked about (each new self-play network on its own games' latest
     # positions); on an AMD Zen 5 (VNNI) self-play 1.42x OpenVINO bf16 with a trained 3x32, the same network -19
     # Elo [-48, +9] against its bf16 self, 50 minutes of training +81 [+22, +146] over bf16's (docs/RESULTS.md
-    # "int8 self-play"); 0.6x bf16 on a Zen 4, slower than fp32 without VNNI, so auto never picks it.
+    # "int8 self-play"); on a Zen 4 (VNNI) self-play 1.31x bf16 (docs/RESULTS.md "int8 self-play on a Zen 4").
+    # Slower than fp32 without VNNI. So self-play's ``auto`` is int8 on a CPU with VNNI (``avx512_vnni``,
+    # ``avx_vnni`` or AMX) when backend is auto or onnx; players (``mcts:`` specs, the UCI engine, arenas) keep
+    # auto's float precision, the one their figures were measured at (``precision=int8`` asks for it).
     precision: str = "auto"
     channels_last: bool | str = "auto"
     pin_memory: bool | str = "auto"

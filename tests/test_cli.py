@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from alphazero.config import NetworkConfig
-from alphazero.nets.inference import native_cpu_precision
+from alphazero.nets.inference import int8_pays, native_cpu_precision
 from alphazero.nets.network import PolicyValueNet, save_network
 from commands.main import main
 
@@ -34,10 +34,11 @@ def test_bench_json_has_every_figure(capsys) -> None:
     # The configured search (self-play's default: gumbel) and the other algorithm beside it.
     assert figures["search_algorithm"] == "gumbel" and figures["search_batched_sims_per_s_puct"] > 0
     assert figures["selfplay_batch"] == 4 and figures["threads"] == 1 and figures["search_implementation"] == "auto"
-    # auto on the CPU: OpenVINO bf16 where the CPU computes bf16, else ONNX Runtime fp32
+    # self-play's auto on the CPU: ONNX Runtime int8 where the CPU has VNNI, else OpenVINO bf16 where it computes
+    # bf16, else ONNX Runtime fp32
     native = native_cpu_precision()
-    assert figures["device"] == "cpu" and figures["inference"] == native
-    assert figures["backend"] == ("openvino" if native == "bf16" else "onnx")
+    assert figures["device"] == "cpu" and figures["inference"] == ("int8" if int8_pays() else native)
+    assert figures["backend"] == ("openvino" if native == "bf16" and not int8_pays() else "onnx")
     # the learner as a run resolves train.precision auto: bf16 channels-last where the CPU computes bf16
     assert figures["learner_precision"] == ("bf16+cl" if native == "bf16" else "fp32")
 

@@ -17,6 +17,7 @@ from test_evaluator import make_net, random_positions
 from alphazero.board import encoding
 from alphazero.checkpoint import RunDirectory, RunState
 from alphazero.config import ConfigError, SearchConfig, load_config
+from alphazero.judge.players import make_player
 from alphazero.nets.evaluator import NetworkEvaluator
 from alphazero.nets.inference import (
     CALIBRATION_POSITIONS,
@@ -25,7 +26,9 @@ from alphazero.nets.inference import (
     OpenVinoBackend,
     available_backends,
     cpu_computes_bf16,
+    cpu_computes_int8,
     export_onnx,
+    int8_pays,
     native_cpu_precision,
     quantize_int8,
     resolve_backend,
@@ -211,6 +214,60 @@ def test_cpu_computes_bf16_reads_the_cpu_flags(tmp_path, flags, native) -> None:
     cpuinfo.write_text(f"processor\t: 0\nmodel name\t: some cpu\nflags\t\t: {flags}\nbugs\t\t: avx512_bf16\n")
     assert cpu_computes_bf16(str(cpuinfo)) is native
     assert cpu_computes_bf16(str(tmp_path / "missing")) is False  # not Linux: no bf16 assumed
+
+
+@pytest.mark.parametrize("flags, computes", [
+    ("fpu sse avx2 avx512f avx512_bf16 avx512_vnni", True),  # AMD Zen 4/5, Intel Cascade Lake and later
+    ("fpu sse avx2 fma avx_vnni", True),  # Intel Alder Lake: VNNI on AVX2
+    ("fpu sse avx2 avx512f amx_tile amx_int8", True),  # Intel Sapphire Rapids and later
+    ("fpu sse avx2 fma avx512f avx512bw", False),  # AVX-512 without VNNI (Skylake-SP)
+    ("fpu sse avx2 fma", False),  # AMD Zen 3
+])
+def test_cpu_computes_int8_reads_the_cpu_flags(tmp_path, flags, computes) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: some cpu\nflags\t\t: {flags}\nbugs\t\t: avx512_vnni\n")
+    assert cpu_computes_int8(str(cpuinfo)) is computes
+    assert cpu_computes_int8(str(tmp_path / "missing")) is False  # not Linux: no VNNI assumed
+
+
+def test_int8_pays_where_the_cpu_has_vnni_and_onnxruntime_imports(monkeypatch) -> None:
+    import alphazero.nets.inference as inference
+
+    for vnni, onnx, pays in ((True, True, True), (True, False, False), (False, True, False)):
+        monkeypatch.setattr(inference, "cpu_computes_int8", lambda vnni=vnni: vnni)
+        monkeypatch.setattr(inference, "onnx_available", lambda onnx=onnx: onnx)
+        assert int8_pays() is pays
+
+
+def test_self_plays_auto_precision_is_int8_where_it_pays_and_players_keep_their_float(monkeypatch, net,
+                                                                                     tmp_path) -> None:
+    import alphazero.nets.inference as inference
+
+    cpu = torch.device("cpu")
+    floats = resolve_inference(cpu)  # what auto is without int8: OpenVINO bf16 or ONNX Runtime fp32 here
+    monkeypatch.setattr(inference, "int8_pays", lambda: True)
+    assert resolve_inference(cpu, auto_int8=True) == ("onnx", InferenceSettings("int8"))
+    assert resolve_inference(cpu, "onnx", auto_int8=True) == ("onnx", InferenceSettings("int8"))
+    assert resolve_inference(cpu) == floats  # without auto_int8 (players, the UCI engine) nothing changes
+    # What the user named stays: a precision, a backend int8 does not run in, a setting only torch runs.
+    assert resolve_inference(cpu, precision="fp32", auto_int8=True) == (floats[0], InferenceSettings())
+    assert resolve_inference(cpu, "openvino", auto_int8=True) == resolve_inference(cpu, "openvino")
+    assert resolve_inference(cpu, "torch", auto_int8=True) == ("torch", InferenceSettings())
+    assert resolve_inference(cpu, channels_last=True, auto_int8=True) == ("torch", InferenceSettings("fp32", True))
+    assert resolve_inference(torch.device("cuda"), auto_int8=True)[1].precision == "fp16"  # no GPU touched
+    # The evaluators: self-play's runs int8, a player's (mcts: spec) keeps the float its figures were made at.
+    search = SearchConfig()
+    assert NetworkEvaluator.for_search(net, search, selfplay=True).settings.precision == "int8"
+    assert NetworkEvaluator.for_search(net, search).settings == floats[1]
+    save_network(net, tmp_path / "net.pt")
+    player = make_player(f"mcts:{tmp_path / 'net.pt'}?sims=8")
+    try:
+        assert (player.evaluator.backend, player.evaluator.settings) == floats
+    finally:
+        player.close()
+    monkeypatch.setattr(inference, "int8_pays", lambda: False)
+    assert resolve_inference(cpu, auto_int8=True) == floats
+    assert NetworkEvaluator.for_search(net, search, selfplay=True).settings == floats[1]
 
 
 def test_openvino_precision_auto_is_the_cpus_native_one_and_settings_are_checked(net) -> None:

@@ -27,7 +27,7 @@ import torch
 from alphazero.checkpoint import RunDirectory, read_jsonl
 from alphazero.config import load_config
 from alphazero.learn.replay import read_shard, shard_paths
-from alphazero.nets.inference import native_cpu_precision
+from alphazero.nets.inference import int8_pays, native_cpu_precision
 from alphazero.nets.network import PolicyValueNet, load_network, net_to_payload, save_network
 from commands.main import main
 from tests.runs import SMOKE, run_events, run_state, run_to_end, start, train_command, wait_for
@@ -325,7 +325,8 @@ def test_gpu_shares_pack_onto_one_gpu_and_actors_without_cuda_fall_back_to_the_c
         for info in [learner_info, *started]:
             assert info["gpu_ids"] == ["0"] and info["device"] == "cpu", info
             assert "was given GPU 0 by Ray" in info["warning"] and "runs on the CPU" in info["warning"]
-        assert {info["precision"] for info in started} == {native_cpu_precision()}  # the CPU's settings, not CUDA's fp16
+        # the CPU's settings (self-play's: int8 where it pays), not CUDA's fp16
+        assert {info["precision"] for info in started} == {"int8" if int8_pays() else native_cpu_precision()}
         assert ray.available_resources().get("GPU", 0.0) == 0.0  # four quarters: the GPU is full
         warnings = [line for line in lines if line.startswith("warning:")]
         assert len(warnings) == 2 and "learner was given GPU 0" in warnings[0]  # the learner's, one for the actors

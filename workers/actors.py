@@ -94,7 +94,7 @@ class SelfPlayWorker:
         # One network call per search round: every game's leaves at once, however many games that is.
         round_size = config.selfplay.games_per_worker * config.search.leaves_per_game
         self.evaluator = NetworkEvaluator.for_search(net_from_payload(weights), config.search, device=self.device,
-                                                     max_batch=max(1024, round_size))
+                                                     max_batch=max(1024, round_size), selfplay=True)
         self.player = SelfPlayer(self.evaluator, config.search, config.selfplay, seed=seed, network_version=version)
         if inflight:  # games a stopped run or a dead actor left unfinished
             self.player.restore(inflight)

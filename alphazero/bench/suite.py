@@ -59,7 +59,7 @@ def bench_search(net: PolicyValueNet, config: RunConfig, num_games: int, moves: 
     """New simulations per second searching ``num_games`` self-play games together for ``moves`` moves
     with the configured search (``search.implementation``: compiled or Python); visits a reused subtree
     brought along are not counted."""
-    evaluator = NetworkEvaluator.for_search(net, config.search, device=device)
+    evaluator = NetworkEvaluator.for_search(net, config.search, device=device, selfplay=True)
     mcts, new_tree = build_search(evaluator, config.search)
     starts = sample_positions(num_games, seed=seed + 1)
     trees = [new_tree(board, i) for i, board in enumerate(starts)]
@@ -130,7 +130,7 @@ def run_benchmarks(config: RunConfig, seconds: float = 3.0, threads: int = 1, de
     batched_moves = max(2, int(seconds * 3000 / sims / config.selfplay.games_per_worker))
     search = config.search
     backend, settings = resolve_inference(torch.device(device), search.backend, search.precision,
-                                          search.channels_last, search.pin_memory)  # the searches' (search.backend)
+                                          search.channels_last, search.pin_memory, auto_int8=True)  # self-play's
     nets = bench_backends(net, boards, batch, seconds, device, search)
     searched = backend + ("_int8" if settings.precision == "int8" else "")  # the searches' figure
     return {

@@ -58,7 +58,8 @@ class NetworkEvaluator:
     where the CPU computes bf16 natively, onnx elsewhere, torch for settings only torch runs: ``resolve_backend``);
     ``self.backend`` is the one chosen.
     ``precision``, ``channels_last`` and ``pin_memory`` are ``search``'s keys of the same names
-    (``alphazero.nets.inference.resolve_settings``; ``self.settings`` holds them resolved).
+    (``alphazero.nets.inference.resolve_settings``; ``self.settings`` holds them resolved); ``auto_int8``: the
+    ``auto`` precision may be int8 where the CPU has VNNI (self-play's evaluators: ``resolve_inference``).
     ``policy_temperature`` T divides every logit ``forward`` returns (so both searches' priors are
     ``softmax(logits / T)`` over the legal moves; ``search.policy_temperature``).
     ``forward``'s logits are valid until its next call (the torch backend may reuse its buffers).
@@ -66,13 +67,14 @@ class NetworkEvaluator:
 
     def __init__(self, net: PolicyValueNet, device: str = "cpu", max_batch: int = 1024, backend: str = "auto",
                  precision: str = "auto", channels_last: bool | str = "auto", pin_memory: bool | str = "auto",
-                 policy_temperature: float = 1.0) -> None:
+                 policy_temperature: float = 1.0, auto_int8: bool = False) -> None:
         if not policy_temperature > 0:
             raise ValueError(f"policy_temperature must be > 0, got {policy_temperature!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        self.backend, self.settings = resolve_inference(self.device, backend, precision, channels_last, pin_memory)
+        self.backend, self.settings = resolve_inference(self.device, backend, precision, channels_last, pin_memory,
+                                                          auto_int8)
         self.max_batch = max_batch
         self.policy_temperature = float(policy_temperature)
         self.num_positions = 0
@@ -81,12 +83,12 @@ class NetworkEvaluator:
 
     @classmethod
     def for_search(cls, net: PolicyValueNet, search: SearchConfig, device: str = "cpu",
-                   max_batch: int = 1024) -> NetworkEvaluator:
+                   max_batch: int = 1024, selfplay: bool = False) -> NetworkEvaluator:
         """The evaluator ``search``'s keys ask for (backend, precision, channels_last, pin_memory,
-        policy_temperature) on ``device``."""
+        policy_temperature) on ``device``; ``selfplay``: for self-play, where ``auto`` precision may be int8."""
         return cls(net, device=device, max_batch=max_batch, backend=search.backend, precision=search.precision,
                    channels_last=search.channels_last, pin_memory=search.pin_memory,
-                   policy_temperature=search.policy_temperature)
+                   policy_temperature=search.policy_temperature, auto_int8=selfplay)
 
     def set_network(self, net: PolicyValueNet) -> None:
         """Swap in new weights (a new version) for the next call (the onnx backend exports them again; in int8

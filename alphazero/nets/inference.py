@@ -12,7 +12,8 @@ for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
 - ``onnx``: ONNX Runtime (CPUExecutionProvider) on an in-memory ONNX export of the folded network,
   with as many intra-op threads as torch has (``torch.get_num_threads()``); contiguous, in fp32 or int8
   (``precision``: static QDQ quantisation, ``quantize_int8``, calibrated on the latest positions the backend
-  was asked about; ``OnnxBackend``). int8 is asked for by name, never chosen by ``auto``.
+  was asked about; ``OnnxBackend``). int8 is asked for by name, or chosen by ``auto`` for self-play where the
+  CPU has VNNI (``resolve_inference``'s ``auto_int8``).
 - ``openvino``: OpenVINO Runtime (CPU plugin) on the same in-memory export, on as many inference threads
   as torch has, in fp32 or bf16 (``precision``; ``auto``: bf16 where the CPU computes in bf16 natively,
   ``avx512_bf16`` or AMX, fp32 elsewhere: ``native_cpu_precision``); contiguous and unstaged.
@@ -24,7 +25,9 @@ for the network it was built from (BatchNorms folded by ``fuse_for_inference``):
 ``resolve_settings`` turns the config's ``auto`` into settings for a device: on CUDA fp16, channels-last
 and pinned staging (the usual choices for a conv net on tensor cores; measured on an H200, docs/RESULTS.md
 "GPU self-play, measured"), on the CPU fp32, contiguous and unstaged, and for ``openvino`` the CPU's native
-precision. ``resolve_inference`` resolves both.
+precision. ``resolve_inference`` resolves both; with ``auto_int8`` (self-play's evaluators, whose networks are
+calibrated on their own games' positions) ``auto`` is ONNX Runtime's int8 on a CPU with VNNI
+(``int8_pays``).
 
 Measured on one thread with the default 3x32 network (docs/RESULTS.md, "Inference backends"): ONNX
 Runtime ran 1.4-6x torch eager's positions per second (most at batch 1, 1.4-2x at the self-play
@@ -37,8 +40,10 @@ self (+1 Elo [-25, +26], 400 games). ONNX Runtime's int8 (static QDQ, the policy
 fp32) ran 1.4x OpenVINO bf16 on a trained 3x32 at the self-play batch, self-play with a trained network 1.42x
 (1.91x ONNX Runtime fp32), policy KL from fp32 0.008 (bf16: 0.0004), and the same network at 200 simulations
 -19 Elo [-48, +9] against its bf16 self (400 games), and 50 minutes of training with int8 self-play beat the
-bf16 default's 50 minutes by +81 [+22, +146] (docs/RESULTS.md "int8 self-play"). On a Zen 4 int8 ran 0.6x
-OpenVINO bf16 and without VNNI below fp32 (0.40x on a Xeon), so ``auto`` never picks it.
+bf16 default's 50 minutes by +81 [+22, +146] (docs/RESULTS.md "int8 self-play"); on a Zen 4 (VNNI) self-play
+1.31x OpenVINO bf16 with a trained 3x32 (docs/RESULTS.md "int8 self-play on a Zen 4"). Without VNNI int8 runs
+below fp32 (0.40x on a Xeon), so ``auto`` picks it only for self-play on a CPU with VNNI; players keep the
+float precision their measured figures were made at.
 
 ``export_onnx`` is also what ``alphazero export --onnx`` writes: input ``planes`` (uint8
 ``[B, 24, 8, 8]``, the encoder's planes as stored, scaled inside the graph), outputs ``logits``
@@ -141,18 +146,36 @@ def openvino_core():
 
 
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of a CPU that computes in bf16 natively
+INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")  # ... of one with int8 dot products (VNNI or AMX)
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """The first processor's flags in ``cpuinfo``; none where it cannot be read (not Linux)."""
+    try:
+        with open(cpuinfo) as handle:
+            return next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+    except OSError:
+        return []
 
 
 def cpu_computes_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this CPU has bf16 arithmetic (``avx512_bf16`` dot products or AMX tiles): where bf16 pays
     (docs/RESULTS.md "OpenVINO in bf16"); elsewhere it is emulated and slower. False where ``cpuinfo`` cannot
     be read (not Linux)."""
-    try:
-        with open(cpuinfo) as handle:
-            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
-    except OSError:
-        return False
-    return any(flag in flags for flag in BF16_CPU_FLAGS)
+    return any(flag in cpu_flags(cpuinfo) for flag in BF16_CPU_FLAGS)
+
+
+def cpu_computes_int8(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has int8 dot products (AVX-512 VNNI, AVX-VNNI or AMX), which ONNX Runtime's int8
+    kernels need to beat fp32 (without them int8 ran 0.40x fp32 on a Xeon). False where ``cpuinfo`` cannot be
+    read."""
+    return any(flag in cpu_flags(cpuinfo) for flag in INT8_CPU_FLAGS)
+
+
+def int8_pays() -> bool:
+    """Whether ``auto`` picks int8 for self-play here: a CPU with int8 dot products and onnxruntime installed
+    (self-play 1.42x OpenVINO bf16 on a Zen 5, 1.31x on a Zen 4, with a trained 3x32)."""
+    return cpu_computes_int8() and onnx_available()
 
 
 def native_cpu_precision() -> str:
@@ -196,8 +219,18 @@ def resolve_backend(backend: str, device: torch.device, settings: InferenceSetti
 
 
 def resolve_inference(device: torch.device, backend: str = "auto", precision: str = "auto",
-                      channels_last: bool | str = "auto", pin_memory: bool | str = "auto") -> tuple[str, InferenceSettings]:
-    """The backend and settings that ``search``'s keys of these names ask for on ``device``, both resolved."""
+                      channels_last: bool | str = "auto", pin_memory: bool | str = "auto",
+                      auto_int8: bool = False) -> tuple[str, InferenceSettings]:
+    """The backend and settings that ``search``'s keys of these names ask for on ``device``, both resolved.
+
+    ``auto_int8``: ``auto`` precision may be int8 (ONNX Runtime) where it runs and pays (``int8_pays``: a CPU
+    with VNNI), unless the backend or a setting asks for what int8 does not run. Self-play asks for this: its
+    networks are calibrated on their own games' latest positions, and its measure is strength per hour, where
+    int8 won (+81 [+22, +146] at 50 minutes on a Zen 5). Players do not: their measure is strength at a fixed
+    number of simulations, where the same network in int8 stood -19 [-48, +9] against its bf16 self."""
+    if (auto_int8 and precision == "auto" and device.type == "cpu" and backend in ("auto", "onnx")
+            and channels_last is not True and pin_memory is not True and int8_pays()):
+        precision = "int8"
     name = resolve_backend(backend, device, resolve_settings(device, precision, channels_last, pin_memory))
     settings = resolve_settings(device, precision, channels_last, pin_memory, name)
     return resolve_backend(name, device, settings), settings
