@@ -330,6 +330,8 @@ def test_gpu_shares_pack_onto_one_gpu_and_actors_without_cuda_fall_back_to_the_c
         assert ray.available_resources().get("GPU", 0.0) == 0.0  # four quarters: the GPU is full
         warnings = [line for line in lines if line.startswith("warning:")]
         assert len(warnings) == 2 and "learner was given GPU 0" in warnings[0]  # the learner's, one for the actors
+        expected = "int8 (onnx)" if int8_pays() else f"{native_cpu_precision()} ({started[0]['backend']})"
+        assert [line for line in lines if line.startswith("self-play network:")] == [f"self-play network: cpu {expected}"]
         plays = [ref for ref, (kind, _) in driver.pending.items() if kind == "play"]
         games, counters = ray.get(plays[0], timeout=120)
         assert counters["positions"] > 0  # the fallen-back actor plays

@@ -59,6 +59,7 @@ class SelfPlayPool:
         self.weights_ref: Any = None  # ... and an ObjectRef of its weights (ray.put once per version)
         self.waiting_reported = False
         self.warned = False  # an actor's device warning (a GPU it cannot use) is shown once per run
+        self.announced = False  # how the actors run their network (machine-dependent under auto): once per run
         self.stopped = False  # kill_all was called
 
     @property
@@ -104,6 +105,9 @@ class SelfPlayPool:
             return
         slot.running, slot.failures = True, 0
         self.log_event("selfplay_started", worker=index, **info)
+        if "precision" in info and not self.announced:
+            self.announced = True
+            self.message(f"self-play network: {info['device']} {info['precision']} ({info['backend']})")
         if info.get("warning") and not self.warned:
             self.warned = True
             self.message(f"warning: {info['warning']} (every actor alike is logged in events.jsonl)")
