@@ -229,7 +229,7 @@ def resolve_inference(device: torch.device, backend: str = "auto", precision: st
     int8 won (+81 [+22, +146] at 50 minutes on a Zen 5). Players do not: their measure is strength at a fixed
     number of simulations, where the same network in int8 stood -19 [-48, +9] against its bf16 self."""
     if (auto_int8 and precision == "auto" and device.type == "cpu" and backend in ("auto", "onnx")
-            and channels_last is not True and pin_memory is not True and int8_pays()):
+            and resolve_settings(device, "int8", channels_last, pin_memory).onnx_runs and int8_pays()):
         precision = "int8"
     name = resolve_backend(backend, device, resolve_settings(device, precision, channels_last, pin_memory))
     settings = resolve_settings(device, precision, channels_last, pin_memory, name)
