@@ -140,6 +140,19 @@ def test_the_estimate_holds_the_true_rating_and_the_levels_bracket_it(truth: flo
         assert sum(record["player"] == LINK for record in ladder.records) == LadderSettings().link_games
 
 
+def test_the_scales_own_engine_at_a_level_never_plays_itself() -> None:
+    # Stockfish at UCI_Elo 1700 laddered on Stockfish's scale: rounds whose estimate lands on 1700 play the nearest
+    # other level (the arena refuses a player against itself), and the fit still finds it.
+    player = SCALE.level_spec(1700)
+    ladder = _ladder({player: 1700.0}, guess=1700.0)
+    ladder.climb(player, 120)
+    opponents = [r["opponent_elo"] for r in ladder.records]
+    assert player not in {r["opponent"] for r in ladder.records} and set(opponents) <= {1650, 1750, 1600, 1800, 1550, 1850}
+    assert 1650 in opponents and 1750 in opponents
+    report = ladder.report(player)
+    assert report["elo_low"] < 1700.0 < report["elo_high"]
+
+
 def test_the_links_own_uncertainty_widens_the_interval() -> None:
     ladder = _ladder({"p": 950.0, LINK: 1290.0})
     ladder.climb("p", 200, [LINK])

@@ -310,13 +310,18 @@ class Ladder:
 
     def _opponent(self, player: str, links: Sequence[str], previous: str | None) -> tuple[str, float | None]:
         """The next round's opponent: the level (or link) whose rating is nearest the player's estimate moved
-        at most ``MAX_MOVE`` from the last opponent; links are laddered first when they are needed."""
+        at most ``MAX_MOVE`` from the last opponent, never the player itself (the scale's own engine at a level:
+        the nearest other level); links are laddered first when they are needed."""
         ratings = self.ratings()
         estimate = target = ratings[player].elo if player in ratings else self.settings.guess
         if previous is not None:
             last = ratings[previous].elo
             target = min(max(estimate, last - MAX_MOVE), last + MAX_MOVE)
-        level = self.scale.level(target, self.settings.step)
+        step = self.settings.step
+        level = self.scale.level(target, step)
+        if self.scale.level_spec(level) == player:  # the scale's engine laddered on its own scale: never itself
+            others = {self.scale.level(level + offset, step) for offset in (-step, step)} - {level}
+            level = min(others, key=lambda other: (abs(other - target), other), default=level)
         candidates: list[tuple[float, int, str, float | None]] = [(abs(level - target), 0, self.scale.level_spec(level), level)]
         if estimate < self.scale.floor - LINK_MARGIN:
             for number, link in enumerate(links):
