@@ -2,6 +2,7 @@
 technique does, the answers that must survive it, and how specs and callers switch them."""
 
 import chess
+import numpy as np
 import pytest
 
 from alphazero.bench.positions import MIDDLEGAMES
@@ -207,9 +208,67 @@ def test_quiescence_answers_from_the_table_with_qtt():
         for _ in range(2):
             before = engine.info[A.I_QNODES]
             scores.append(A.quiesce(position.bb, position.sq, position.st, position.keys, position.undo, engine.moves,
-                                    engine.order, engine.tt, engine.pv_len, engine.info, engine.params, engine.acc,
+                                    engine.order, engine.tt, engine.corr, engine.pv_len, engine.info, engine.params, engine.acc,
                                     199, 200, 1))
             counts.append(engine.info[A.I_QNODES] - before)
         assert scores[0] == scores[1] and counts[0] > 5, (on, scores, counts)
         assert counts[1] == (1 if on else counts[0]), (on, counts)
         assert position.fen() == fen
+
+
+def test_the_correction_moves_toward_the_error_and_stays_bounded():
+    """``corrhist``'s update: a depth-weighted step from the stored mean toward (score - static), read back
+    in centipawns; many updates of one error converge to it, and an error beyond the limit stops there."""
+    corr = np.zeros((2, A.CORR_SIZE), np.int32)
+    position = Position.from_board(chess.Board())
+    index = A._pawn_index(position.bb)
+    A._update_correction(corr, position.bb, 0, 10, 50, 3)  # error +40 at depth 3: a step of 4/256 of it
+    assert corr[0, index] == 40 * A.CORR_GRAIN * 4 // A.CORR_WEIGHT and not corr[1].any()
+    for _ in range(400):
+        A._update_correction(corr, position.bb, 0, 10, 50, 15)
+    assert A._corrected(10, corr, position.bb, 0) in (49, 50)  # integer steps stop just short of the mean
+    for _ in range(400):
+        A._update_correction(corr, position.bb, 1, 0, -1000, 15)
+    assert corr[1, index] == -A.CORR_LIMIT_CP * A.CORR_GRAIN
+    assert A._corrected(0, corr, position.bb, 1) == -A.CORR_LIMIT_CP
+
+
+def test_the_correction_is_keyed_by_the_pawns_alone():
+    """Positions with the same pawns share a correction whatever the pieces; moving a pawn changes it."""
+    start = Position.from_board(chess.Board())
+    knight_out = _after("g1f3", "b8c6")
+    pawn_moved = _after("e2e4")
+    assert A._pawn_index(start.bb) == A._pawn_index(knight_out.bb)
+    assert A._pawn_index(start.bb) != A._pawn_index(pawn_moved.bb)
+    assert 0 <= A._pawn_index(pawn_moved.bb) < A.CORR_SIZE
+
+
+def test_quiescence_stands_pat_on_the_corrected_evaluation():
+    """A quiet position (no capture): quiescence returns the static evaluation, plus the correction of its
+    pawn structure for the side to move with ``corrhist``, and the raw evaluation without."""
+    fen = "4k3/pp6/8/8/8/8/PP6/4K3 w - - 0 1"
+    scores = {}
+    for on in (True, False):
+        engine = AlphaBeta(tt_mb=1, techniques={"corrhist": on})
+        position = Position.from_fen(fen)
+        engine.corr[0, A._pawn_index(position.bb)] = 37 * A.CORR_GRAIN
+        engine.info[A.I_NODE_LIMIT] = 10**9
+        A.eval_root(engine.info[A.I_EVAL], position.bb, position.sq, position.st, position.keys, engine.params, engine.acc)
+        scores[on] = A.quiesce(position.bb, position.sq, position.st, position.keys, position.undo, engine.moves,
+                               engine.order, engine.tt, engine.corr, engine.pv_len, engine.info, engine.params,
+                               engine.acc, -A.INF, A.INF, 1)
+    assert scores[True] == scores[False] + 37
+
+
+def test_searches_learn_corrections_only_with_corrhist():
+    """Deep searches of middlegames write corrections within the limit with ``corrhist`` (and find the same
+    kind of answer: a legal move), and never touch the table without it; a new game clears it."""
+    for on in (True, False):
+        search = AlphaBeta(tt_mb=4, techniques={"corrhist": on})
+        for fen in MIDDLEGAMES[:3]:
+            move, _ = search.search(chess.Board(fen), depth=7)
+            assert move in chess.Board(fen).legal_moves
+        assert bool(search.corr.any()) == on
+        assert abs(search.corr).max() <= A.CORR_LIMIT_CP * A.CORR_GRAIN
+        search.clear()
+        assert not search.corr.any()

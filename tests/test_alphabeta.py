@@ -59,7 +59,7 @@ def test_terminal_nodes_score_mate_and_stalemate():
         engine.info[A.I_NODE_LIMIT] = 10**9
         engine.info[A.I_STOPPED] = 0
         return A.negamax(position.bb, position.sq, position.st, position.keys, position.undo, engine.moves,
-                         engine.order, engine.tt, engine.killers, engine.history, engine.cont, engine.pv, engine.pv_len,
+                         engine.order, engine.tt, engine.killers, engine.history, engine.cont, engine.corr, engine.pv, engine.pv_len,
                          engine.evals, engine.info, engine.params, engine.acc, 3, -A.INF, A.INF, 1)
 
     assert node_score("7k/6Q1/6K1/8/8/8/8/8 b - - 0 1") == -MATE + 1  # mated, one ply from the root
@@ -160,7 +160,7 @@ def test_deadline_stops_a_deep_iteration(search):
     started, started_cpu = time.monotonic_ns(), time.process_time()
     info[A.I_DEADLINE] = started + 100_000_000
     A.search_iteration(position.bb, position.sq, position.st, position.keys, position.undo, search.moves,
-                       search.order, search.tt, search.killers, search.history, search.cont, search.pv, search.pv_len,
+                       search.order, search.tt, search.killers, search.history, search.cont, search.corr, search.pv, search.pv_len,
                        search.evals, info, search.params, search.acc, 30, 0, 30)
     elapsed_ms, cpu_ms = (time.monotonic_ns() - started) / 1e6, (time.process_time() - started_cpu) * 1e3
     # Stopped by the deadline, not the node backstop; CPU time bounds the overshoot on a busy machine too.

@@ -22,7 +22,8 @@ some are off by default (``DEFAULT_TECHNIQUES`` has those that passed one): late
 improving flag, the history malus, internal iterative reduction, a null-move reduction that grows
 with depth, and continuation histories (``conthist``: quiet moves also ordered by what followed the
 opponent's last move and our move before it, in ``cont``, every history updated by "gravity") and
-a quiescence that probes and stores the transposition table (``qtt``).
+a quiescence that probes and stores the transposition table (``qtt``), and the pawn correction history
+(``corrhist``: the static evaluation plus the mean error searches found for it in the same pawn structure).
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -37,7 +38,7 @@ the search may play, ``info[I_ROOT_MOVES]`` of them, 0 meaning all: ``searchmove
 MultiPV after the first), ``order`` [P, MAX_MOVES] int32 (their ordering scores),
 ``pv`` [P, P] int32 and ``pv_len`` [P] int64 (triangular principal variation), ``evals`` [P] int64
 (static evaluation by ply, ``NO_EVAL`` at a node in check), ``killers`` [P, 2]
-int32, ``history`` [2, 64, 64] int32 (side, from, to), ``cont`` [2, 768, 768] int16 (``conthist``'s
+int32, ``history`` [2, 64, 64] int32 (side, from, to), ``corr`` [2, CORR_SIZE] int32 (``corrhist``), ``cont`` [2, 768, 768] int16 (``conthist``'s
 tables: one and two plies back; rows (piece code, destination) of that move, columns those of the
 move scored), ``info`` [INFO_SIZE] int64 (counters, limits, options; ``I_*`` below).
 
@@ -104,8 +105,8 @@ MATE_BOUND = MATE - MAX_PLY
 INFO_SIZE = 16
 ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
 (OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING,
- OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH, OPT_CONT_HIST, OPT_QSEARCH_TT) = (
-    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+ OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH, OPT_CONT_HIST, OPT_QSEARCH_TT, OPT_CORRECTION) = (
+    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 # The search's switchable techniques (``AlphaBeta(techniques=...)``, ``ab:`` spec keys), each a bit of
 # ``info[I_OPTIONS]``. DEFAULT_TECHNIQUES are those on unless a caller says otherwise: each one kept
@@ -126,6 +127,7 @@ TECHNIQUES = {
     "nmpdepth": OPT_NULL_MOVE_DEPTH,  # the null move's reduction grows with depth and with the margin over beta
     "conthist": OPT_CONT_HIST,  # quiet moves ordered by continuation histories too, every history kept by gravity
     "qtt": OPT_QSEARCH_TT,  # quiescence probes the transposition table (cuts at non-PV nodes, its move first) and stores
+    "corrhist": OPT_CORRECTION,  # the static evaluation corrected by what searches found in the same pawn structure
 }
 DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee", "seeorder"})
 
@@ -158,6 +160,17 @@ IIR_DEPTH = 4  # internal iterative reduction acts from this depth
 # nears +-HISTORY_MAX, so no table outgrows the others or needs halving); the three together stay
 # above ``_BAD_CAPTURE``.
 HISTORY_MAX = 16384
+# ``corrhist`` (Stockfish's pawn correction history): ``corr`` [2, CORR_SIZE] int32, by side to move and a
+# hash of the pawns, holds the mean of (search score - static evaluation) at the nodes searched there, in
+# 1/CORR_GRAIN centipawns, each update weighted min(depth + 1, 16) / CORR_WEIGHT, the mean kept within
+# +-CORR_LIMIT_CP; the static evaluation (stand pat included) is read with it added.
+CORR_SIZE = 16384
+CORR_GRAIN = 256
+CORR_WEIGHT = 256
+CORR_LIMIT_CP = 64
+_PAWN_HASH_W = np.uint64(0x9E3779B97F4A7C15)
+_PAWN_HASH_B = np.uint64(0xC2B2AE3D27D4EB4F)
+_CORR_SHIFT = np.uint64(64 - 14)  # CORR_SIZE = 2**14
 PIECE_SQUARES = 12 * 64  # rows and columns of a continuation table: (piece code, destination)
 
 # Late-move reductions by [depth, move index]: the usual log * log shape.
@@ -495,8 +508,30 @@ def _pick(moves, order, i, n):
     return moves[i]
 
 
+@njit(cache=True, inline="always")
+def _pawn_index(bb):
+    """``corr``'s column for the pawns as they stand (a multiplicative hash of the two pawn bitboards)."""
+    return np.int64(((bb[PAWN] * _PAWN_HASH_W) ^ (bb[6 + PAWN] * _PAWN_HASH_B)) >> _CORR_SHIFT)
+
+
+@njit(cache=True, inline="always")
+def _corrected(raw, corr, bb, side):
+    """The static evaluation ``raw`` with the correction learned for this pawn structure added."""
+    return raw + corr[side, _pawn_index(bb)] // CORR_GRAIN
+
+
 @njit(cache=True)
-def quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc, alpha, beta, ply):
+def _update_correction(corr, bb, side, raw, score, depth):
+    """Move the correction of this pawn structure toward ``score - raw`` by a depth-weighted step."""
+    index = _pawn_index(bb)
+    weight = min(depth + 1, 16)
+    limit = CORR_LIMIT_CP * CORR_GRAIN
+    value = (np.int64(corr[side, index]) * (CORR_WEIGHT - weight) + (score - raw) * CORR_GRAIN * weight) // CORR_WEIGHT
+    corr[side, index] = max(-limit, min(limit, value))
+
+
+@njit(cache=True)
+def quiesce(bb, sq, st, keys, undo, moves, order, tt, corr, pv_len, info, params, acc, alpha, beta, ply):
     """Quiescence: stand pat, then captures and queen promotions (every move when in check)."""
     pv_len[ply] = ply
     if _poll(info):
@@ -530,6 +565,8 @@ def quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc,
             return best
     else:
         best = evaluate(kind, bb, sq, st, keys, ply, params, acc)
+        if info[I_OPTIONS] & OPT_CORRECTION:
+            best = _corrected(best, corr, bb, st[ST_SIDE])
         if best >= beta:
             if use_tt:
                 tt_store(tt, key, NO_MOVE, _to_tt(best, ply), 0, BOUND_LOWER, info[I_AGE])
@@ -549,7 +586,7 @@ def quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc,
         if prune_losing and not see_ge(bb, sq, st, move, 0):
             continue  # a capture that loses material cannot lift the score above standing pat
         make_move(bb, sq, st, keys, undo, move)
-        score = -quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc, -beta, -alpha, ply + 1)
+        score = -quiesce(bb, sq, st, keys, undo, moves, order, tt, corr, pv_len, info, params, acc, -beta, -alpha, ply + 1)
         unmake_move(bb, sq, st, undo)
         if info[I_STOPPED]:
             return 0
@@ -567,14 +604,14 @@ def quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc,
 
 
 @njit(cache=True)
-def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info, params, acc,
+def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info, params, acc,
             depth, alpha, beta, ply):
     """Principal variation search to ``depth`` plies (fail-soft); the root is ``ply`` 0.
 
     Recursive calls pass no literal arguments: numba compiles a literal (``True``, ``1``) in a
     recursive call as its own specialisation, and a cached one then fails to load."""
     if depth <= 0 and not in_check(bb, st):
-        return quiesce(bb, sq, st, keys, undo, moves, order, tt, pv_len, info, params, acc, alpha, beta, ply)
+        return quiesce(bb, sq, st, keys, undo, moves, order, tt, corr, pv_len, info, params, acc, alpha, beta, ply)
     pv_len[ply] = ply
     if _poll(info):
         return 0
@@ -621,10 +658,13 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv
     # technique is on): it rose since this side's last move, two plies up (a node in check there,
     # which has no evaluation, counts as improving; so does the root).
     static = NO_EVAL
+    raw = NO_EVAL
     use_improving = (options & OPT_IMPROVING) != 0
+    use_corr = (options & OPT_CORRECTION) != 0
     improving = 0
     if not checked:
-        static = evaluate(kind, bb, sq, st, keys, ply, params, acc)
+        raw = evaluate(kind, bb, sq, st, keys, ply, params, acc)
+        static = _corrected(raw, corr, bb, side) if use_corr else raw
         if use_improving:
             improving = 1 if ply < 2 or evals[ply - 2] == NO_EVAL or static > evals[ply - 2] else 0
     evals[ply] = static
@@ -643,7 +683,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv
         else:
             reduction = 3 if depth >= 6 else 2
         make_null(st, keys, undo)
-        score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
+        score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
                          params, acc, depth - 1 - reduction, -beta, -beta + 1, ply + 1)
         unmake_null(st, undo)
         if info[I_STOPPED]:
@@ -691,7 +731,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv
             row_order[i] = _PRUNED
             continue
         if i == 0:
-            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
                              params, acc, depth - 1, -beta, -alpha, ply + 1)
         else:
             reduction = 0
@@ -704,13 +744,13 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv
                     reduction += 1
                 if reduction > depth - 2:
                     reduction = depth - 2
-            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
+            score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
                              params, acc, depth - 1 - reduction, -alpha - 1, -alpha, ply + 1)
             if score > alpha and reduction > 0:
-                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
                                  params, acc, depth - 1, -alpha - 1, -alpha, ply + 1)
             if score > alpha and score < beta:
-                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
                                  params, acc, depth - 1, -beta, -alpha, ply + 1)
         unmake_move(bb, sq, st, undo)
         if info[I_STOPPED]:
@@ -743,6 +783,12 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv
         best_move = hash_move  # a fail-low's "best" move is noise; keep the known one
     if not restricted:  # a score over some root moves only is not the position's
         tt_store(tt, key, best_move, _to_tt(best, ply), depth, bound, age)
+        # The correction learns where the score says more than its bound: not from a cut by a capture
+        # (the evaluation was not wrong, the move won material), nor from a bound on the wrong side.
+        if use_corr and not checked and best > -MATE_BOUND and best < MATE_BOUND \
+                and (bound == BOUND_UPPER or _tactical_value(sq, st, best_move) == 0) \
+                and not (bound == BOUND_LOWER and best <= static) and not (bound == BOUND_UPPER and best >= static):
+            _update_correction(corr, bb, side, raw, best, depth)
     return best
 
 
@@ -761,7 +807,7 @@ def _keep_allowed(row, n, allowed, count):
 
 
 @njit(cache=True, nogil=True)
-def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
+def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
                      params, acc, depth, previous, window):
     """One iteration of iterative deepening from the root: an aspiration window of ``window``
     centipawns around ``previous`` (from depth 4, not around mates), widened on each failure."""
@@ -773,7 +819,7 @@ def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history,
         beta = min(previous + delta, INF)
     root = np.int64(0)  # a typed zero: a literal 0 would compile (and mis-cache) a specialisation
     while True:
-        score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, pv, pv_len, evals, info,
+        score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
                         params, acc, depth, alpha, beta, root)
         if info[I_STOPPED]:
             return score
@@ -886,6 +932,7 @@ class AlphaBeta:
         # [2, 768, 768] (1 ply back, 2 plies back; (piece, to) then, (piece, to) now): ``conthist``'s tables
         self.cont = np.zeros((2, PIECE_SQUARES, PIECE_SQUARES), np.int16)
         self.evals = np.zeros(MAX_PLY, np.int64)  # [P] static evaluation by ply (NO_EVAL in check)
+        self.corr = np.zeros((2, CORR_SIZE), np.int32)  # [2, CORR_SIZE] ``corrhist``'s corrections
         self.techniques = technique_set(techniques)
         self.info[I_OPTIONS] = sum(TECHNIQUES[name] for name in self.techniques)
         self.window = window
@@ -914,6 +961,7 @@ class AlphaBeta:
         self.tt[:] = 0
         self.history[:] = 0
         self.cont[:] = 0
+        self.corr[:] = 0
         self.killers[:] = 0
         self.acc[3][:] = 0  # the evaluation cache (nnue_eval): a new game measures from empty tables
 
@@ -996,7 +1044,7 @@ class AlphaBeta:
                     info[I_ROOT_MOVES] = len(allowed) if (searchmoves or k > 0) else 0
                     info[I_SELDEPTH] = 0
                     score = search_iteration(p.bb, p.sq, p.st, p.keys, p.undo, self.moves, self.order, self.tt,
-                                             self.killers, self.history, self.cont, self.pv, self.pv_len, self.evals, info,
+                                             self.killers, self.history, self.cont, self.corr, self.pv, self.pv_len, self.evals, info,
                                              self.params, self.acc, iteration, scores[k], self.window)
                     if info[I_STOPPED]:
                         break
