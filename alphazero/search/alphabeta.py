@@ -164,13 +164,14 @@ HISTORY_MAX = 16384
 # hash of the pawns, holds the mean of (search score - static evaluation) at the nodes searched there, in
 # 1/CORR_GRAIN centipawns, each update weighted min(depth + 1, 16) / CORR_WEIGHT, the mean kept within
 # +-CORR_LIMIT_CP; the static evaluation (stand pat included) is read with it added.
-CORR_SIZE = 16384
+CORR_BITS = 14
+CORR_SIZE = 1 << CORR_BITS
 CORR_GRAIN = 256
 CORR_WEIGHT = 256
 CORR_LIMIT_CP = 64
 _PAWN_HASH_W = np.uint64(0x9E3779B97F4A7C15)
 _PAWN_HASH_B = np.uint64(0xC2B2AE3D27D4EB4F)
-_CORR_SHIFT = np.uint64(64 - 14)  # CORR_SIZE = 2**14
+_CORR_SHIFT = np.uint64(64 - CORR_BITS)  # the hash's top CORR_BITS bits index ``corr``
 PIECE_SQUARES = 12 * 64  # rows and columns of a continuation table: (piece code, destination)
 
 # Late-move reductions by [depth, move index]: the usual log * log shape.
