@@ -9,6 +9,9 @@ import json
 # Kept light: ``alphazero --help`` must not import torch. The defaults live in
 # ``alphazero.learn.nnue_train.TrainOptions``; an option left out is not passed, and the help texts
 # below quote those defaults (tests/test_nnue_train.py checks that they agree).
+from alphazero.learn.nnue_loop import LoopSettings
+
+LOOP = LoopSettings(start="")
 ARCHS = ("simple", "perspective", "layered")
 ACTIVATIONS = ("crelu", "screlu")
 LOSSES = ("sigmoid-mse", "score", "pqr")
@@ -63,6 +66,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "chess is symmetric under that flip): twice the positions for the same labels")
     train.set_defaults(func=run)
 
+    loop = actions.add_parser(
+        "loop", help="the bootstrapping loop, unattended: a net's games -> it fine-tuned on them -> a gauntlet; resumable",
+        description="Each turn the current net plays itself (datagen at --nodes), is fine-tuned on those games alone "
+                    "(--lr, --lr-decay, --epochs) and the new net plays a gauntlet against fixed players outside the "
+                    "loop (default ab:material) at --movetime; the new net plays the next turn. Turn 0 is the start "
+                    "net's gauntlet. --dir holds everything (loop.json, turn-K.csv/.npz/-vs-J.jsonl); the same "
+                    "command continues a stopped loop, and a larger --turns extends a finished one.")
+    loop.add_argument("--dir", required=True, metavar="DIR", help="the loop's directory (created)")
+    loop.add_argument("--start", required=True, metavar="NET", help="the NNUE file that plays the first turn's games")
+    loop.add_argument("--turns", type=int, required=True, metavar="N", help="turns after the start")
+    loop.add_argument("--positions", type=int, default=LOOP.positions, metavar="N",
+                      help=f"positions of games a turn (default {LOOP.positions:,})")
+    loop.add_argument("--nodes", type=int, default=LOOP.nodes, help=f"nodes a move in the games (default {LOOP.nodes})")
+    loop.add_argument("--random-moves", type=int, default=LOOP.random_moves, metavar="K",
+                      help=f"random moves in the first 24 plies after the book (default {LOOP.random_moves})")
+    loop.add_argument("--book", default=LOOP.book, metavar="BOOK.bin",
+                      help="polyglot book: the games' and the gauntlet's openings (default the gnuchess book)")
+    loop.add_argument("--lr", type=float, default=LOOP.lr, help=f"fine-tuning learning rate (default {LOOP.lr:g})")
+    loop.add_argument("--lr-decay", type=float, default=LOOP.lr_decay,
+                      help=f"its factor per epoch (default {LOOP.lr_decay:g})")
+    loop.add_argument("--epochs", type=int, default=LOOP.epochs, help=f"default {LOOP.epochs}")
+    loop.add_argument("--batch-size", type=int, default=LOOP.batch_size, help=f"default {LOOP.batch_size}")
+    loop.add_argument("--no-mirror", dest="mirror", action="store_false",
+                      help="do not also train on each position flipped left-right")
+    loop.add_argument("--gauntlet", action="append", metavar="SPEC",
+                      help="a fixed player every turn's net plays (repeatable; default ab:material at --movetime)")
+    loop.add_argument("--gauntlet-games", type=int, default=LOOP.gauntlet_games,
+                      help=f"games against each, even (default {LOOP.gauntlet_games})")
+    loop.add_argument("--movetime", type=int, default=LOOP.movetime, metavar="MS",
+                      help=f"the net's time a move in the gauntlet (default {LOOP.movetime})")
+    loop.add_argument("--workers", type=int, default=1, help="K > 1: games and gauntlets on K actors of a private local Ray")
+    loop.add_argument("--json", action="store_true", help="print the loop's state as JSON (default: a table)")
+    loop.set_defaults(func=run_loop)
+
 
 OPTIONS = ("features", "arch", "l1", "l2", "activation", "buckets", "loss", "wdl_lambda", "epochs", "lr", "lr_decay", "batch_size",
            "held_out", "threads", "seed", "init", "cache_dir")
@@ -76,4 +113,37 @@ def run(args: argparse.Namespace) -> int:
     options = TrainOptions(data=tuple(args.data), out=args.out, restart=args.restart, keep_noisy=args.keep_noisy,
                            mirror=args.mirror, **given)
     print(json.dumps(train_nnue(options)))
+    return 0
+
+
+def run_loop(args: argparse.Namespace) -> int:
+    import functools
+    import sys
+
+    from alphazero.errors import InputError
+    from alphazero.judge.match import run_arena
+    from alphazero.learn.label import run_label
+    from alphazero.learn.nnue_loop import Loop, format_loop
+
+    if args.workers < 1:
+        raise InputError(f"--workers must be at least 1, got {args.workers}")
+    settings = LoopSettings(start=args.start, positions=args.positions, nodes=args.nodes, random_moves=args.random_moves,
+                            book=args.book, lr=args.lr, lr_decay=args.lr_decay, epochs=args.epochs,
+                            batch_size=args.batch_size, mirror=args.mirror, gauntlet=tuple(args.gauntlet or ()),
+                            gauntlet_games=args.gauntlet_games, movetime=args.movetime)
+    label = run_label
+    arena = functools.partial(run_arena, progress="lines")
+    if args.workers > 1:
+        from workers.arena import play_chunks_on_ray
+        from workers.label import label_on_ray
+
+        label = functools.partial(run_label, runner=functools.partial(label_on_ray, workers=args.workers))
+        arena = functools.partial(arena, chunk_runner=functools.partial(play_chunks_on_ray, workers=args.workers))
+    loop = Loop(args.dir, settings, label=label, arena=arena, workers=args.workers)
+    try:
+        state = loop.run(args.turns)
+    except KeyboardInterrupt:
+        print(f"alphazero nnue loop: stopped; the same command goes on from {args.dir}", file=sys.stderr)
+        return 130
+    print(json.dumps(state) if args.json else format_loop(state))
     return 0

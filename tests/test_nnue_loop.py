@@ -1,0 +1,138 @@
+"""`alphazero nnue loop`: turns of games -> fine-tune -> gauntlet, each step resumable, the settings held."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from alphazero.errors import InputError
+from alphazero.learn.label import LabelFile, run_label
+from alphazero.learn.nnue_loop import SEED_STRIDE, Loop, LoopSettings, format_loop
+from commands.main import main
+
+START = Path(__file__).resolve().parent.parent / "docs" / "nets" / "nnue-own-gen4.npz"
+BOOK = "/usr/share/games/gnuchess/book.bin"
+
+
+class Fakes:
+    """Recording stand-ins for the trainer and the arena (the games are real: a few at 60 nodes)."""
+
+    def __init__(self, stop_training_at: int | None = None) -> None:
+        self.labels: list[dict[str, Any]] = []
+        self.trainings: list[dict[str, Any]] = []
+        self.arenas: list[tuple[str, str, dict[str, Any]]] = []
+        self.stop_training_at = stop_training_at
+
+    def label(self, book: str, spec: str, out: str, **kw: Any) -> dict:
+        self.labels.append({"spec": spec, "out": out, **kw})
+        return run_label(book, spec, out, **kw)
+
+    def train(self, log: Any, **options: Any) -> dict:
+        self.trainings.append(options)
+        if self.stop_training_at is not None and Path(options["out"]).name == f"turn-{self.stop_training_at:03d}.npz":
+            self.stop_training_at = None
+            raise KeyboardInterrupt
+        shutil.copyfile(options["init"], options["out"])
+        return {"positions": 10, "train_positions": 9, "initial": {"held_out_loss": 0.002},
+                "final": {"held_out_loss": 0.001}, "seconds": 1.0}
+
+    def arena(self, spec_a: str, spec_b: str, games: int, **kw: Any) -> dict:
+        self.arenas.append((spec_a, spec_b, kw))
+        return {"games": games, "wins": games, "draws": 0, "losses": 0, "elo": 90.0, "elo_low": 60.0, "elo_high": 120.0,
+                "pentanomial": {"counts": [0, 0, 0, 0, games // 2], "elo": 100.0, "elo_low": 50.0, "elo_high": 150.0}}
+
+
+def settings(**kw: Any) -> LoopSettings:
+    return LoopSettings(start=str(START), **{"positions": 30, "nodes": 60, "epochs": 1, "gauntlet_games": 2,
+                                              "movetime": 5, **kw})
+
+
+def loop(directory: Path, fakes: Fakes, **kw: Any) -> Loop:
+    return Loop(directory, settings(**kw), log=lambda line: None, label=fakes.label, train=fakes.train, arena=fakes.arena)
+
+
+def test_each_turn_s_net_plays_the_next_turn_and_every_net_meets_the_gauntlet(tmp_path: Path) -> None:
+    fakes = Fakes()
+    state = loop(tmp_path, fakes).run(2)
+    assert [turn["turn"] for turn in state["turns"]] == [0, 1, 2]
+    assert (tmp_path / "turn-000.npz").read_bytes() == START.read_bytes()
+    # turn k's games are played by turn k-1's net, and turn k's net is fine-tuned from it on those games alone
+    assert [Path(call["spec"].split("?")[0][3:]).name for call in fakes.labels] == ["turn-000.npz", "turn-001.npz"]
+    assert all(call["spec"].endswith("?nodes=60") and call["file_positions"] == 30 for call in fakes.labels)
+    assert [(Path(t["init"]).name, [Path(d).name for d in t["data"]], Path(t["out"]).name) for t in fakes.trainings] == [
+        ("turn-000.npz", ["turn-001.csv"], "turn-001.npz"), ("turn-001.npz", ["turn-002.csv"], "turn-002.npz")]
+    assert all(t["lr"] == 2e-4 and t["mirror"] for t in fakes.trainings)
+    # every net, the start's included, against the same outside player, the same openings, at the same time
+    assert [(Path(a.split("?")[0][3:]).name, a.split("?")[1], b, kw["seed"], Path(kw["out"]).name)
+            for a, b, kw in fakes.arenas] == [
+        (f"turn-00{k}.npz", "movetime=5", "ab:material?movetime=5", 0, f"turn-00{k}-vs-0.jsonl") for k in range(3)]
+    for turn in state["turns"][1:]:
+        assert LabelFile(tmp_path / turn["data"]).existing() and turn["games"]["positions_in_file"] >= 30
+    # the two turns' games are different games (each turn seeds its own openings and random moves)
+    assert fakes.labels[0]["seed"] == SEED_STRIDE and fakes.labels[1]["seed"] == 2 * SEED_STRIDE
+    assert LabelFile(tmp_path / "turn-001.csv").existing() != LabelFile(tmp_path / "turn-002.csv").existing()
+    saved = json.loads((tmp_path / "loop.json").read_text())
+    assert saved == state
+    table = format_loop(state)
+    assert table.count("0.00200 -> 0.00100") == 2 and table.count("2/0/0, +100 [+50, +150]") == 3
+
+
+def test_a_stopped_loop_goes_on_where_it_stopped_and_more_turns_extend_it(tmp_path: Path) -> None:
+    fakes = Fakes(stop_training_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        loop(tmp_path, fakes).run(2)
+    state = json.loads((tmp_path / "loop.json").read_text())
+    assert "data" in state["turns"][2] and "net" not in state["turns"][2]  # the games were kept
+    resumed = Fakes()
+    state = loop(tmp_path, resumed).run(2)
+    assert resumed.labels == []  # neither turn's games played again
+    assert [Path(t["out"]).name for t in resumed.trainings] == ["turn-002.npz"]
+    assert [Path(kw["out"]).name for _, _, kw in resumed.arenas] == ["turn-002-vs-0.jsonl"]
+    extended = Fakes()
+    state = loop(tmp_path, extended).run(3)
+    assert [turn["turn"] for turn in state["turns"]] == [0, 1, 2, 3]
+    assert [Path(t["init"]).name for t in extended.trainings] == ["turn-002.npz"]
+    assert loop(tmp_path, Fakes()).run(1)["turns"][-1]["turn"] == 3  # fewer turns: nothing to do, nothing lost
+
+
+def test_a_loop_asked_other_settings_or_given_a_bad_start_says_so_and_writes_nothing(tmp_path: Path) -> None:
+    loop(tmp_path / "a", Fakes()).run(0)
+    before = (tmp_path / "a" / "loop.json").read_text()
+    with pytest.raises(InputError, match=r"other lr, nodes"):
+        loop(tmp_path / "a", Fakes(), nodes=61, lr=1e-3).run(1)
+    assert (tmp_path / "a" / "loop.json").read_text() == before
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a net")
+    with pytest.raises(InputError, match="bad.npz"):
+        Loop(tmp_path / "b", LoopSettings(start=str(bad)), log=lambda line: None).run(1)
+    assert not (tmp_path / "b" / "loop.json").exists()
+    for wrong, says in (({"gauntlet_games": 3}, "--gauntlet-games"), ({"positions": 0}, "--positions"),
+                        ({"lr_decay": 1.5}, "--lr-decay"), ({"book": str(tmp_path / "none.bin")}, "--book")):
+        with pytest.raises(InputError, match=says):
+            loop(tmp_path / "c", Fakes(), **wrong).run(1)
+
+
+def test_the_command_runs_a_real_turn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["nnue", "loop", "--dir", str(tmp_path / "loop"), "--start", str(START), "--turns", "1",
+                 "--positions", "40", "--nodes", "60", "--epochs", "1", "--gauntlet-games", "2", "--movetime", "5",
+                 "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    state = json.loads(captured.out)
+    last = state["turns"][-1]
+    assert last["net"] == "turn-001.npz" and last["training"]["held_out_after"] > 0
+    assert sum(last["gauntlet"]["ab:material?movetime=5"][k] for k in ("wins", "draws", "losses")) == 2
+    assert (tmp_path / "loop" / "turn-001.npz").read_bytes() != START.read_bytes()  # trained, not copied
+
+
+def test_a_second_writer_of_the_same_loop_is_refused(tmp_path: Path) -> None:
+    from alphazero.errors import UserError
+    from alphazero.fileio import DirectoryLock
+
+    with DirectoryLock(tmp_path, "loop"), pytest.raises(UserError, match="loop"):
+        loop(tmp_path, Fakes()).run(1)
+    assert not (tmp_path / "loop.json").exists()
