@@ -1,20 +1,21 @@
 """``alphazero nnue train``: train an NNUE (``alphazero.learn.nnue_train``) from labelled positions, PGN games
-or a run's self-play replay, into the NNUE file the ``ab:`` player loads."""
+or a run's self-play replay, into the NNUE file the ``ab:`` player loads; ``alphazero nnue loop``: turns of a
+net's own games, it fine-tuned on them and a gauntlet (``alphazero.learn.nnue_loop``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from alphazero.learn.nnue_loop import LoopSettings
+
 # Kept light: ``alphazero --help`` must not import torch. The defaults live in
 # ``alphazero.learn.nnue_train.TrainOptions``; an option left out is not passed, and the help texts
 # below quote those defaults (tests/test_nnue_train.py checks that they agree).
-from alphazero.learn.nnue_loop import LoopSettings
-
-LOOP = LoopSettings(start="")
 ARCHS = ("simple", "perspective", "layered")
 ACTIVATIONS = ("crelu", "screlu")
 LOSSES = ("sigmoid-mse", "score", "pqr")
+LOOP = LoopSettings(start="")  # the loop's defaults, quoted by its help texts
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

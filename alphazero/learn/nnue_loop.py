@@ -158,11 +158,12 @@ class Loop:
                  f"holds {s.positions} positions")
         # Each turn its own openings and random moves (datagen's default seed, the rows already in the file,
         # would give every turn's file the same ones), and a resumed sitting new games after those played.
-        seed = turn["turn"] * SEED_STRIDE + len(LabelFile(out).existing())
-        summary = self.label(s.book, spec, str(out), random_moves=s.random_moves, file_positions=s.positions, seed=seed)
+        before = len(LabelFile(out).existing())
+        summary = self.label(s.book, spec, str(out), random_moves=s.random_moves, file_positions=s.positions,
+                             seed=turn["turn"] * SEED_STRIDE + before)
         turn["player"] = player_net
         turn["data"] = out.name
-        turn["games"] = {"positions_in_file": len(LabelFile(out).existing()),
+        turn["games"] = {"positions_in_file": before + summary["labelled"],
                          **{key: summary[key] for key in ("games", "labelled", "repeated", "seconds") if key in summary}}
         self.save()
 
@@ -237,9 +238,7 @@ class Loop:
 def _train(log: Log, **options: Any) -> dict:
     from alphazero.learn.nnue_train import TrainOptions, train_nnue
 
-    data = options.pop("data")
-    out = options.pop("out")
-    return train_nnue(TrainOptions(data=data, out=out, **options), log)
+    return train_nnue(TrainOptions(**options), log)
 
 
 def format_gauntlet(result: dict[str, Any]) -> str:
