@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--features", metavar="SPEC",
                        help="feature set, blocks joined by '+', e.g. all, all+pv, ka (default all)")
     train.add_argument("--arch", choices=ARCHS, help="network (default perspective: F -> L1x2 -> 1)")
-    train.add_argument("--l1", type=int, help="accumulator width (default 128)")
+    train.add_argument("--l1", type=int, help="accumulator width (default 128; with --init, a wider one "
+                       "grows that net, computing the same function at the start)")
     train.add_argument("--l2", type=int, help="hidden layer width of the layered net (default 32)")
     train.add_argument("--activation", choices=ACTIVATIONS, help="default crelu")
     train.add_argument("--buckets", type=int, metavar="K",
@@ -56,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="share held out: by game for PGN and replay, by row for a CSV (default 0.1)")
     train.add_argument("--threads", type=int, help="torch threads (default 1)")
     train.add_argument("--seed", type=int, help="initialisation, split and batch order (default 0)")
-    train.add_argument("--init", metavar="NET", help="start from this NNUE file (fine-tuning)")
+    train.add_argument("--init", metavar="NET", help="start from this NNUE file (fine-tuning; its shape, "
+                       "or a wider --l1)")
     train.add_argument("--cache-dir", metavar="DIR", help="feature cache (default: nnue-cache/ beside --out)")
     train.add_argument("--restart", action="store_true", help="ignore a saved training state and start over")
     train.add_argument("--keep-noisy", action="store_true",

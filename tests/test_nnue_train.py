@@ -358,8 +358,48 @@ def test_pqr_from_scratch_and_as_fine_tuning_of_a_score_trained_net(tmp_path, ca
     assert held is not None
     assert summary["initial"]["held_out_loss"] == pytest.approx(evaluate(start, held, "pqr", 1.0)["loss"], abs=1e-5)
     code, _, text = nnue_train(capsys, "--data", str(games), "--out", str(tmp_path / "bad.npz"), "--loss", "pqr",
-                               "--init", str(scored), "--l1", "32")
-    assert code == 2 and "--l1 32 (the net has 16)" in text
+                               "--init", str(scored), "--l1", "8", "--activation", "screlu")
+    assert code == 2 and "--l1 8 (the net has 16)" in text and "--activation screlu (the net has crelu)" in text
+
+
+@pytest.mark.parametrize("arch, buckets", [("perspective", 1), ("perspective", 4), ("simple", 1), ("layered", 1)])
+def test_a_widened_net_computes_what_the_narrow_one_did(arch, buckets) -> None:
+    from alphazero.learn.nnue_train import widen
+
+    torch.manual_seed(3)
+    narrow = NNUENet(NNUEConfig(arch=arch, l1=16, l2=8, buckets=buckets))
+    with torch.no_grad():  # a trained net's output layer is far from zero: make every reader of L1 matter
+        for parameter in narrow.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.3)
+    arrays = {name: array for name, array in narrow.to_arrays().items()}
+    wide_arrays = widen(arrays, arch, 40, seed=0)
+    wide = NNUENet.from_arrays(wide_arrays, NNUEConfig(arch=arch, l1=40, l2=8, buckets=buckets))
+    assert wide_arrays["ft_weight"].shape == (768, 40)
+    assert np.array_equal(wide_arrays["ft_weight"][:, :16], arrays["ft_weight"])
+    assert wide_arrays["ft_weight"][:, 16:].std() > 0.05  # the new units are random, not dead
+    boards = [chess.Board(), chess.Board("r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 0 3"),
+              chess.Board("4k3/8/8/8/8/8/4q3/4K3 w - - 0 1")]
+    for board in boards:
+        inputs = features_of(board)
+        bucket = torch.tensor([output_bucket(len(board.piece_map()), buckets)]) if buckets > 1 else None
+        with torch.no_grad():
+            assert float(wide(*inputs, bucket=bucket)) == pytest.approx(float(narrow(*inputs, bucket=bucket)), abs=1e-5)
+    with pytest.raises(ValueError, match="not wider"):
+        widen(arrays, arch, 16, seed=0)
+
+
+def test_init_with_a_wider_l1_fine_tunes_the_grown_net_from_where_the_narrow_one_stood(tmp_path, capsys) -> None:
+    data = evals_head(tmp_path / "evals.csv", 150)
+    narrow = tmp_path / "narrow.npz"
+    code, first, text = nnue_train(capsys, "--data", str(data), "--out", str(narrow), "--epochs", "2", *SMALL)
+    assert code == 0, text
+    code, summary, text = nnue_train(capsys, "--data", str(data), "--out", str(tmp_path / "wide.npz"), "--init",
+                                     str(narrow), "--l1", "48", "--epochs", "1", "--lr", "1e-4", "--batch-size", "64",
+                                     "--keep-noisy")
+    assert code == 0, text
+    assert load_nnue(tmp_path / "wide.npz").l1 == 48
+    # Grown, it starts where the narrow net stopped: the same held-out rows, the same loss.
+    assert summary["initial"]["held_out_loss"] == pytest.approx(first["final"]["held_out_loss"], abs=1e-6)
 
 
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, capsys) -> None:

@@ -144,12 +144,19 @@ def resolve_config(options: TrainOptions) -> tuple[NNUEConfig, dict[str, np.ndar
                 "activation": nnue.activation, "buckets": nnue.buckets}
         if wanted["features"] is not None:
             wanted["features"] = parse_features(str(wanted["features"])).spec
+        # A wider --l1 grows the net (``widen``); every other difference is a clash.
+        grows = wanted["l1"] is not None and wanted["l1"] > held["l1"]
         clashes = [f"--{key} {value} (the net has {held[key]})" for key, value in wanted.items()
-                   if value is not None and value != held[key] and not (key == "l2" and nnue.arch != "layered")]
+                   if value is not None and value != held[key] and not (key == "l2" and nnue.arch != "layered")
+                   and not (key == "l1" and grows)]
         if clashes:
-            raise InputError(f"--init {options.init}: {', '.join(clashes)}; leave them out to fine-tune the net as it is")
-        wanted = dict(held)
+            raise InputError(f"--init {options.init}: {', '.join(clashes)}; leave them out to fine-tune the net as it "
+                             f"is (--l1 may only grow it)")
         init_arrays = nnue.arrays
+        if grows:
+            init_arrays = widen(init_arrays, nnue.arch, int(wanted["l1"]), options.seed)
+            held["l1"] = wanted["l1"]
+        wanted = dict(held)
     defaults: dict[str, Any] = {"features": DEFAULT_FEATURES, "arch": DEFAULT_ARCH, "l1": DEFAULT_L1, "l2": DEFAULT_L2,
                 "activation": DEFAULT_ACTIVATION, "buckets": DEFAULT_BUCKETS}
     shape = {key: defaults[key] if value is None else value for key, value in wanted.items()}
@@ -229,6 +236,30 @@ def keep_trainable(data: Dataset, loss: str, keep_noisy: bool = True) -> tuple[D
     keep = has_target if keep_noisy else has_target & ~data.noisy
     dropped = {"without a target": int((~has_target).sum()), "noisy": int((has_target & ~keep).sum())}
     return (data if keep.all() else data.subset(np.flatnonzero(keep))), dropped
+
+
+def widen(arrays: dict[str, np.ndarray], arch: str, l1: int, seed: int) -> dict[str, np.ndarray]:
+    """The same net with an accumulator ``l1`` wide, computing the same function (Net2Net's "wider", Chen et
+    al. 2016, in its simplest form): the new accumulator units get the fresh net's random input weights and
+    zero bias, and every weight that reads them (the output layer's, or the layered net's second layer's) is
+    zero, so they start silent and learn from the first step (their outgoing weights' gradient is their
+    activation). Lets a net that has learned at one width keep it and grow when its data does."""
+    old = arrays["ft_weight"].shape[1]
+    if l1 <= old:
+        raise ValueError(f"widen: {l1} is not wider than {old}")
+    generator = torch.Generator().manual_seed(seed)
+    bound = 1.0 / math.sqrt(32.0)  # NNUENet's own initialisation of the input layer
+    fresh = (torch.rand(arrays["ft_weight"].shape[0], l1 - old, generator=generator) * 2 - 1) * bound
+    grown = dict(arrays)
+    grown["ft_weight"] = np.concatenate([arrays["ft_weight"], fresh.numpy().astype(np.float32)], axis=1)
+    grown["ft_bias"] = np.concatenate([arrays["ft_bias"], np.zeros(l1 - old, np.float32)])
+    reader = "l2_weight" if arch == "layered" else "out_weight"
+    weight = np.asarray(arrays[reader], dtype=np.float32)
+    halves = 1 if arch == "simple" else 2  # the perspective nets read [stm L1, other side's L1]
+    parts = np.split(weight, halves, axis=-1)
+    pad = [(0, 0)] * (weight.ndim - 1) + [(0, l1 - old)]
+    grown[reader] = np.concatenate([np.pad(part, pad) for part in parts], axis=-1)
+    return grown
 
 
 class Trainer:
