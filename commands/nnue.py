@@ -99,6 +99,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help=f"games against each, even (default {LOOP.gauntlet_games})")
     loop.add_argument("--movetime", type=int, default=LOOP.movetime, metavar="MS",
                       help=f"the net's time a move in the gauntlet (default {LOOP.movetime})")
+    loop.add_argument("--gate", action="store_true",
+                      help="the best net so far by its gauntlet (the mean Elo over the fixed players) plays each turn's "
+                           "games and is fine-tuned on them; without it the newest net does")
     loop.add_argument("--workers", type=int, default=1, help="K > 1: games and gauntlets on K actors of a private local Ray")
     loop.add_argument("--json", action="store_true", help="print the loop's state as JSON (default: a table)")
     loop.set_defaults(func=run_loop)
@@ -133,7 +136,7 @@ def run_loop(args: argparse.Namespace) -> int:
     settings = LoopSettings(start=args.start, positions=args.positions, nodes=args.nodes, random_moves=args.random_moves,
                             book=args.book, lr=args.lr, lr_decay=args.lr_decay, epochs=args.epochs,
                             batch_size=args.batch_size, mirror=args.mirror, gauntlet=tuple(args.gauntlet or ()),
-                            gauntlet_games=args.gauntlet_games, movetime=args.movetime)
+                            gauntlet_games=args.gauntlet_games, movetime=args.movetime, gate=args.gate)
     label = run_label
     arena = functools.partial(run_arena, progress="lines")
     if args.workers > 1:

@@ -21,11 +21,12 @@ BOOK = "/usr/share/games/gnuchess/book.bin"
 class Fakes:
     """Recording stand-ins for the trainer and the arena (the games are real: a few at 60 nodes)."""
 
-    def __init__(self, stop_training_at: int | None = None) -> None:
+    def __init__(self, stop_training_at: int | None = None, elos: dict[str, float] | None = None) -> None:
         self.labels: list[dict[str, Any]] = []
         self.trainings: list[dict[str, Any]] = []
         self.arenas: list[tuple[str, str, dict[str, Any]]] = []
         self.stop_training_at = stop_training_at
+        self.elos = elos or {}  # net file name -> its gauntlet's Elo (default 100)
 
     def label(self, book: str, spec: str, out: str, **kw: Any) -> dict:
         self.labels.append({"spec": spec, "out": out, **kw})
@@ -42,8 +43,9 @@ class Fakes:
 
     def arena(self, spec_a: str, spec_b: str, games: int, **kw: Any) -> dict:
         self.arenas.append((spec_a, spec_b, kw))
+        elo = self.elos.get(Path(spec_a.split("?")[0]).name, 100.0)
         return {"games": games, "wins": games, "draws": 0, "losses": 0, "elo": 90.0, "elo_low": 60.0, "elo_high": 120.0,
-                "pentanomial": {"counts": [0, 0, 0, 0, games // 2], "elo": 100.0, "elo_low": 50.0, "elo_high": 150.0}}
+                "pentanomial": {"counts": [0, 0, 0, 0, games // 2], "elo": elo, "elo_low": elo - 50, "elo_high": elo + 50}}
 
 
 def settings(**kw: Any) -> LoopSettings:
@@ -97,6 +99,33 @@ def test_a_stopped_loop_goes_on_where_it_stopped_and_more_turns_extend_it(tmp_pa
     assert [turn["turn"] for turn in state["turns"]] == [0, 1, 2, 3]
     assert [Path(t["init"]).name for t in extended.trainings] == ["turn-002.npz"]
     assert loop(tmp_path, Fakes()).run(1)["turns"][-1]["turn"] == 3  # fewer turns: nothing to do, nothing lost
+
+
+def test_the_gate_keeps_the_best_net_by_its_gauntlet_as_the_player(tmp_path: Path) -> None:
+    elos = {"turn-000.npz": 100.0, "turn-001.npz": 40.0, "turn-002.npz": 100.0, "turn-003.npz": 90.0}
+    gated = Fakes(elos=elos)
+    state = loop(tmp_path / "gated", gated, gate=True).run(4)
+    # turn 1 fell: turn 2's games are the start's again, and turn 2 is fine-tuned from it; turn 2 ties the start
+    # (the newer net wins a tie); turn 3 falls a little, so turn 4 is turn 2's again
+    assert [Path(call["spec"].split("?")[0][3:]).name for call in gated.labels] == [
+        "turn-000.npz", "turn-000.npz", "turn-002.npz", "turn-002.npz"]
+    assert [Path(t["init"]).name for t in gated.trainings] == ["turn-000.npz", "turn-000.npz", "turn-002.npz",
+                                                                 "turn-002.npz"]
+    assert [turn.get("player") for turn in state["turns"]] == [None, "turn-000.npz", "turn-000.npz", "turn-002.npz",
+                                                               "turn-002.npz"]
+    assert "turn-002.npz" in format_loop(state).splitlines()[4]
+    # without the gate the newest net plays, however its gauntlet went
+    newest = Fakes(elos=elos)
+    loop(tmp_path / "newest", newest).run(4)
+    assert [Path(t["init"]).name for t in newest.trainings] == [f"turn-00{k}.npz" for k in range(4)]
+    # a loop begun before the gate existed (no "gate" in its settings) goes on as the default, without it
+    path = tmp_path / "newest" / "loop.json"
+    old = json.loads(path.read_text())
+    del old["settings"]["gate"]
+    path.write_text(json.dumps(old))
+    assert loop(tmp_path / "newest", Fakes()).run(4)["turns"][-1]["turn"] == 4
+    with pytest.raises(InputError, match="other gate"):
+        loop(tmp_path / "newest", Fakes(), gate=True).run(4)
 
 
 def test_a_loop_asked_other_settings_or_given_a_bad_start_says_so_and_writes_nothing(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ A turn is what docs/RESULTS.md ("NNUE from our own games") did by hand for gener
 3. **gauntlet**: the new net plays fixed players outside the loop (``ab:material`` by default) at a fixed
    time a move, book openings, both colours, fishtest's adjudication; its Elo with a 95% interval.
 
-The new net then plays the next turn's games. Turn 0 is the starting net's gauntlet alone, so every
+The new net then plays the next turn's games (with ``gate``, the best net so far by its gauntlet does: a turn
+that falls plays no games and is fine-tuned from no further). Turn 0 is the starting net's gauntlet alone, so every
 turn's figure has the same baseline beside it. A turn's step against an outside player (+20 to +40 in
 the turns measured by hand) is smaller than one match resolves, so the loop's measure is the trend of
 the gauntlet over turns, not one turn's figure; head to head against its parent a turn looks far
@@ -64,6 +65,7 @@ class LoopSettings:
     gauntlet: tuple[str, ...] = ()  # default: ab:material at movetime
     gauntlet_games: int = 400
     movetime: int = 20
+    gate: bool = False  # True: the best net so far by its gauntlet plays each turn's games, not the newest
 
     def opponents(self) -> tuple[str, ...]:
         return self.gauntlet or (f"ab:material?movetime={self.movetime}",)
@@ -130,7 +132,9 @@ class Loop:
                 turns = state["turns"]
             except (ValueError, KeyError, TypeError) as error:
                 raise InputError(f"{state_path}: not a loop state file ({error})") from None
-            differ = sorted(key for key in set(wanted) | set(stored) if wanted.get(key) != stored.get(key))
+            defaults = asdict(LoopSettings(start=""))  # a setting added since the loop began holds its default
+            differ = sorted(key for key in set(wanted) | set(stored)
+                            if wanted.get(key) != stored.get(key, defaults.get(key)))
             if differ:
                 raise InputError(f"{state_path}: a loop with other {', '.join(differ)} "
                                  f"({'; '.join(f'{k}: {stored.get(k)!r}' for k in differ)}); give another --dir")
@@ -228,11 +232,35 @@ class Loop:
             return self.state
 
     def step(self, turn: dict[str, Any]) -> None:
-        previous = self.state["turns"][turn["turn"] - 1]
         if "data" not in turn:
-            self.games(turn, previous["net"])
+            player, newest = self.player(turn["turn"]), self.state["turns"][turn["turn"] - 1]
+            if player is not newest:
+                self.log(f"[loop] {turn_name(turn['turn'])}: the gate keeps {player['net']} (its gauntlet "
+                         f"{format_gauntlet(next(iter(player['gauntlet'].values())))}) over {newest['net']} "
+                         f"({format_gauntlet(next(iter(newest['gauntlet'].values())))})")
+            self.games(turn, player["net"])
         if "net" not in turn:
             self.training(turn)
+
+    def player(self, turn: int) -> dict[str, Any]:
+        """The turn whose net plays turn ``turn``'s games (and is fine-tuned on them): the one before it, or
+        with ``gate`` the best of the turns before it by its gauntlet (the mean Elo over the fixed players;
+        a tie goes to the newer net). The gate reads point estimates: a turn whose step is below what one
+        gauntlet resolves passes or fails by chance, but a turn that falls by more than that plays no games."""
+        before = self.state["turns"][:turn]
+        if not self.settings.gate:
+            return before[-1]
+        opponents = self.settings.opponents()
+
+        def figure(record: dict[str, Any]) -> float:
+            results = record.get("gauntlet", {})
+            return sum(results[o]["elo"] for o in opponents) / len(opponents)
+
+        best = before[0]
+        for record in before[1:]:
+            if figure(record) >= figure(best):
+                best = record
+        return best
 
 
 def _train(log: Log, **options: Any) -> dict:
@@ -249,7 +277,8 @@ def format_gauntlet(result: dict[str, Any]) -> str:
 def format_loop(state: dict[str, Any]) -> str:
     """The turns as a table: each net, its data, its training and its gauntlet figures."""
     opponents = state["settings"]["gauntlet"]
-    lines = ["turn  net            positions  held-out loss       " + "  ".join(f"against {o}" for o in opponents)]
+    lines = ["turn  net            games of       positions  held-out loss       "
+             + "  ".join(f"against {o}" for o in opponents)]
     for turn in state["turns"]:
         games = turn.get("games", {})
         training = turn.get("training", {})
@@ -257,6 +286,7 @@ def format_loop(state: dict[str, Any]) -> str:
                 if training.get("held_out_before") is not None and training.get("held_out_after") is not None else "")
         gauntlet = turn.get("gauntlet", {})
         figures = "  ".join(format_gauntlet(gauntlet[o]) if o in gauntlet else "(not played)" for o in opponents)
-        lines.append(f"{turn['turn']:>4}  {turn.get('net', '(training)'):<13}  {games.get('positions_in_file', ''):>9}  "
+        lines.append(f"{turn['turn']:>4}  {turn.get('net', '(training)'):<13}  {turn.get('player', ''):<13}  "
+                     f"{games.get('positions_in_file', ''):>9}  "
                      f"{loss:<18}  {figures}")
     return "\n".join(lines)
