@@ -235,9 +235,10 @@ class Loop:
         if "data" not in turn:
             player, newest = self.player(turn["turn"]), self.state["turns"][turn["turn"] - 1]
             if player is not newest:
-                self.log(f"[loop] {turn_name(turn['turn'])}: the gate keeps {player['net']} (its gauntlet "
-                         f"{format_gauntlet(next(iter(player['gauntlet'].values())))}) over {newest['net']} "
-                         f"({format_gauntlet(next(iter(newest['gauntlet'].values())))})")
+                opponents = self.settings.opponents()
+                self.log(f"[loop] {turn_name(turn['turn'])}: the gate keeps {player['net']} (gauntlet "
+                         f"{gauntlet_mean(player, opponents):+.0f}) over {newest['net']} "
+                         f"({gauntlet_mean(newest, opponents):+.0f})")
             self.games(turn, player["net"])
         if "net" not in turn:
             self.training(turn)
@@ -251,22 +252,18 @@ class Loop:
         if not self.settings.gate:
             return before[-1]
         opponents = self.settings.opponents()
-
-        def figure(record: dict[str, Any]) -> float:
-            results = record.get("gauntlet", {})
-            return sum(results[o]["elo"] for o in opponents) / len(opponents)
-
-        best = before[0]
-        for record in before[1:]:
-            if figure(record) >= figure(best):
-                best = record
-        return best
+        return max(reversed(before), key=lambda record: gauntlet_mean(record, opponents))  # first maximum: the newest
 
 
 def _train(log: Log, **options: Any) -> dict:
     from alphazero.learn.nnue_train import TrainOptions, train_nnue
 
     return train_nnue(TrainOptions(**options), log)
+
+
+def gauntlet_mean(turn: dict[str, Any], opponents: tuple[str, ...]) -> float:
+    """A finished turn's Elo against the fixed players, their mean."""
+    return sum(turn["gauntlet"][o]["elo"] for o in opponents) / len(opponents)
 
 
 def format_gauntlet(result: dict[str, Any]) -> str:

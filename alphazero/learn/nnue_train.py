@@ -50,7 +50,7 @@ from alphazero.fileio import atomic_write, atomic_write_text, output_file
 from alphazero.learn.nnue_data import Dataset, FeatureRows, PQRData, load_data
 from alphazero.learn.positions import split_held_out
 from alphazero.nets.network import safe_torch_load
-from alphazero.nets.nnue import SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
+from alphazero.nets.nnue import FT_INIT_BOUND, SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
 from alphazero.nets.nnue_file import output_buckets
 
 STATE_FORMAT_VERSION = 1
@@ -248,8 +248,7 @@ def widen(arrays: dict[str, np.ndarray], arch: str, l1: int, seed: int) -> dict[
     if l1 <= old:
         raise ValueError(f"widen: {l1} is not wider than {old}")
     generator = torch.Generator().manual_seed(seed)
-    bound = 1.0 / math.sqrt(32.0)  # NNUENet's own initialisation of the input layer
-    fresh = (torch.rand(arrays["ft_weight"].shape[0], l1 - old, generator=generator) * 2 - 1) * bound
+    fresh = (torch.rand(arrays["ft_weight"].shape[0], l1 - old, generator=generator) * 2 - 1) * FT_INIT_BOUND
     grown = dict(arrays)
     grown["ft_weight"] = np.concatenate([arrays["ft_weight"], fresh.numpy().astype(np.float32)], axis=1)
     grown["ft_bias"] = np.concatenate([arrays["ft_bias"], np.zeros(l1 - old, np.float32)])

@@ -61,6 +61,9 @@ from alphazero.nets.nnue_file import MAX_BUCKETS
 ARCHS = ("simple", "perspective", "layered")
 ACTIVATIONS = ("crelu", "screlu")
 SCALE = 400.0  # centipawns per logit unit of the output
+# bullet initialises the input layer as if ~32 inputs were active: the accumulator starts in the
+# activation's working range whatever the feature set's size.
+FT_INIT_BOUND = 1.0 / math.sqrt(32.0)
 WEIGHT_CLIP = 1.98  # bullet's clipping: every weight stays representable after quantisation (1.98 * QB fits int16)
 
 
@@ -115,10 +118,7 @@ class NNUENet(nn.Module):
         self.config = config
         self.ft = nn.EmbeddingBag(config.num_features, config.l1, mode="sum", include_last_offset=True)
         self.ft_bias = nn.Parameter(torch.zeros(config.l1))
-        # bullet initialises the input layer as if ~32 inputs were active: the accumulator starts in the
-        # activation's working range whatever the feature set's size.
-        bound = 1.0 / math.sqrt(32.0)
-        nn.init.uniform_(self.ft.weight, -bound, bound)
+        nn.init.uniform_(self.ft.weight, -FT_INIT_BOUND, FT_INIT_BOUND)
         width = config.l1 if config.arch == "simple" else 2 * config.l1
         self.l2: nn.Linear | None = None
         if config.arch == "layered":
