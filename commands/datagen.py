@@ -15,14 +15,18 @@ DEFAULT_PLAYER = "ab:material?nodes=5000"
 def add_parser(sub: argparse._SubParsersAction) -> None:
     datagen = sub.add_parser(
         "datagen", help="NNUE training data from games our alpha-beta plays against itself (resumable)",
-        description="A player plays itself from polyglot-book openings plus a few random moves; every position it "
-                    "searches is written with its own search score and the game's result. A .txt --out is "
+        description="A player plays itself (or an --opponent) from polyglot-book openings plus a few random moves; "
+                    "every position it searches is written with its own search score and the game's result. A .txt --out is "
                     "bullet's text format (FEN | score | result, White's view); anything else a CSV "
                     "(fen,score_cp,mate,best_uci,...,result, the side to move's view). Appends to --out and never "
                     "writes a position twice; the same command continues a stopped run.")
     datagen.add_argument("--player", default=DEFAULT_PLAYER, metavar="SPEC",
                          help=f"who plays and scores: ab:material|NNUE?nodes=N&depth=D&movetime=MS, or a uci: engine "
                               f"(default {DEFAULT_PLAYER}: a fixed node count makes the data the same on any machine)")
+    datagen.add_argument("--opponent", default="", metavar="SPEC",
+                         help="a player for the other side of every game (the --player takes White and Black in "
+                              "turn); only the --player's positions are written, with its scores, so the data is "
+                              "the --player's labels in positions it would not steer to itself")
     datagen.add_argument("--out", required=True, metavar="FILE.txt|FILE.csv", help="appended to; created if missing")
     datagen.add_argument("--book", default=DEFAULT_BOOK, metavar="BOOK.bin",
                          help=f"polyglot book of openings, 8 plies each, weighted walks (default {DEFAULT_BOOK})")
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = run_label(args.book, args.player, args.out, runner=runner, progress=False, minutes=args.minutes,
                             random_moves=args.random_moves, seed=args.seed, games=args.games,
-                            file_positions=args.positions)
+                            file_positions=args.positions, opponent=args.opponent)
     except KeyboardInterrupt:
         print(f"alphazero datagen: interrupted; the positions in {args.out} are kept, the same command continues",
               file=sys.stderr)

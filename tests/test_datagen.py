@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 
 import chess
 import numpy as np
@@ -64,6 +65,75 @@ def test_a_game_s_rows_carry_its_result_for_each_side_to_move() -> None:
     mated = labeller.play(GameTask(Opening("mate", MATE_IN_ONE), seed=0, random_moves=0))
     assert [result.row[2:4] for result in mated if result.row] == [("1", "a1a8")]
     assert [result.row[-1] for result in mated if result.row] == ["1"]
+
+
+FIRST_LEGAL = '''import sys
+import chess
+board = chess.Board()
+for line in sys.stdin:
+    words = line.split()
+    if words[:1] == ["uci"]:
+        print("id name first\\nuciok", flush=True)
+    elif words[:1] == ["isready"]:
+        print("readyok", flush=True)
+    elif words[:2] == ["position", "fen"]:
+        board = chess.Board(" ".join(words[2:8]))
+    elif words[:1] == ["go"]:
+        move = min(board.legal_moves, key=lambda move: move.uci())
+        print(f"info depth 1 score cp 0 pv {move.uci()}", flush=True)
+        print(f"bestmove {move.uci()}", flush=True)
+    elif words[:1] == ["quit"]:
+        break
+'''
+
+
+@pytest.fixture()
+def first_legal(tmp_path) -> str:
+    """A UCI engine that plays the first of the legal moves in UCI order and scores every position 0."""
+    script = tmp_path / "first_legal.py"
+    script.write_text(FIRST_LEGAL)
+    return f"uci:{sys.executable} {script}?depth=1"
+
+
+def first_legal_move(board: chess.Board) -> chess.Move:
+    return min(board.legal_moves, key=lambda move: move.uci())
+
+
+def test_against_an_opponent_the_rows_are_the_player_s_own_positions(first_legal) -> None:
+    labeller = ABLabeller(PLAYER)
+    try:
+        for white in (True, False):
+            task = GameTask(Opening("start", chess.STARTING_FEN), seed=0, random_moves=0, opponent=first_legal,
+                            white=white)
+            rows = labeller.play(task)
+            assert len(rows) > 5 and all(result.row is not None for result in rows)
+            turns = {chess.Board(result.fen).turn for result in rows}
+            assert turns == {chess.WHITE if white else chess.BLACK}
+            for result, following in zip(rows, rows[1:]):  # the player's move, then the opponent's, between rows
+                assert result.row is not None
+                board = chess.Board(result.fen)
+                board.push_uci(result.row[3])
+                board.push(first_legal_move(board))
+                assert board.fen() == following.fen
+            assert {result.row[-1] for result in rows if result.row} == {"1"}  # PeSTO beats the first legal move
+            last = rows[-1]
+            assert last.row is not None
+            board = chess.Board(last.fen)
+            board.push_uci(last.row[3])
+            assert board.is_checkmate()  # the opponent scores 0, so no adjudication: the game is played out
+        assert list(labeller.opponents) == [first_legal]  # one opponent engine for both games
+    finally:
+        labeller.close()
+    assert labeller.opponents == {}
+
+
+def test_datagen_plays_an_opponent_with_either_colour(tmp_path, capsys, first_legal) -> None:
+    out = tmp_path / "d.csv"
+    summary = datagen(capsys, "--games", "2", "--out", str(out), "--opponent", first_legal, "--random-moves", "0")
+    rows = csv_rows(out)
+    assert summary["games"] == 2 and len(rows) == summary["labelled"] > 10
+    assert {chess.Board(row["fen"]).turn for row in rows} == {chess.WHITE, chess.BLACK}
+    assert {row["result"] for row in rows} == {"1"}
 
 
 def test_datagen_writes_the_same_games_as_csv_and_as_bullet_text(tmp_path, capsys) -> None:
@@ -141,6 +211,7 @@ def test_bad_requests_get_one_line(tmp_path, one_line_error) -> None:
     assert "no such file" in one_line_error("datagen", "--out", out, "--games", "1", "--book", str(tmp_path / "b.bin"))
     assert "--games must be" in one_line_error("datagen", "--out", out, "--games", "0")
     assert "unknown evaluation" in one_line_error("datagen", "--out", out, "--games", "1", "--player", "ab:nothing")
+    assert "unknown evaluation" in one_line_error("datagen", "--out", out, "--games", "1", "--opponent", "ab:nothing")
     message = one_line_error("datagen", "--out", out, "--games", "1", "--player", "mcts:net.pt")
     assert "labeller 'mcts:net.pt': expected our alpha-beta, ab:" in message and "or a UCI engine, uci:" in message
     epd = tmp_path / "p.epd"

@@ -32,7 +32,8 @@ White's view) holds only positions with a score and a game result: it is written
 Positions come from a file (``alphazero.learn.positions``: a run's replay, a PGN, EPD/FEN lines, a CSV)
 or are **played** (a polyglot book, ``.bin``): the engine plays itself from the book's openings, as
 Stockfish's ``gensfen`` and bullet's data generators make NNUE data, and every position it searches
-is a row, labelled by the very search that chose its move (``GameTask``, ``Searcher.play``). A few
+is a row, labelled by the very search that chose its move (``GameTask``, ``Searcher.play``); or it plays an
+opponent, taking White and Black in turn, and only its own positions are rows. A few
 uniformly random moves early in each game (``random_moves`` of the first ``RANDOM_PLIES`` plies after
 the book; gensfen's default is 5 in 24) spread the games over positions no engine would reach, where
 one side has blundered: the positions a weak player must learn to punish. A game ends when it is over
@@ -97,12 +98,16 @@ class GameTask:
 
     ``random_moves`` distinct plies among the first ``RANDOM_PLIES`` after the opening are played as a
     uniformly random legal move (chosen with ``seed``); the row of such a position still holds the
-    engine's best move and score."""
+    engine's best move and score. With an ``opponent`` (a labeller spec) the engine plays one side
+    (``white``) and the opponent the other; the rows are the engine's positions only, each with the
+    engine's score, so a file holds one searcher's labels whoever it played against."""
 
     opening: Opening
     seed: int
     random_moves: int = 5
     max_plies: int = 400
+    opponent: str = ""  # a player spec: it plays the other side, and only the searcher's own moves are rows
+    white: bool = True  # with an opponent: the searcher plays White
 
 
 Task = Union[Sequence[str], GameTask]  # a batch of positions to label, or a game to play
@@ -219,12 +224,25 @@ class _PipeEngine:
 
 class Searcher:
     """What labels: ``label_one(fen)`` searches one position and returns its row (``Labelled``); ``play`` and
-    ``label`` are built on it, the same for every kind of searcher (``make_labeller``)."""
+    ``label`` are built on it, the same for every kind of searcher (``make_labeller``). A game against an
+    opponent (``GameTask.opponent``) starts that opponent's searcher once and keeps it for the searcher's
+    lifetime."""
 
     spec = ""
 
+    def __init__(self) -> None:
+        self.opponents: dict[str, Searcher] = {}
+
     def label_one(self, fen: str) -> Labelled:
         raise NotImplementedError
+
+    def new_game(self) -> None:
+        """Forget what the last game taught (a transposition table), so a game's rows depend only on its task."""
+
+    def opponent(self, spec: str) -> Searcher:
+        if spec not in self.opponents:
+            self.opponents[spec] = make_labeller(spec)
+        return self.opponents[spec]
 
     def label(self, fens: Sequence[str]) -> list[Labelled]:
         return [self.label_one(fen) for fen in fens]
@@ -236,6 +254,10 @@ class Searcher:
         board = chess.Board(task.opening.fen)
         for text in task.opening.moves:
             board.push_uci(text)
+        opponent = self.opponent(task.opponent) if task.opponent else None
+        for searcher in (self, opponent):
+            if searcher is not None:
+                searcher.new_game()
         rng = np.random.default_rng(task.seed)
         count = min(task.random_moves, RANDOM_PLIES)
         random_plies = set(rng.choice(RANDOM_PLIES, size=count, replace=False).tolist()) if count > 0 else set()
@@ -248,9 +270,11 @@ class Searcher:
             if status is not None:
                 white_value = status[0] if board.turn == chess.WHITE else -status[0]
                 break
-            result = self.label_one(board.fen())
-            results.append(result)
-            turns.append(board.turn)
+            ours = opponent is None or board.turn == (chess.WHITE if task.white else chess.BLACK)
+            result = (self if ours else opponent).label_one(board.fen())  # type: ignore[union-attr]
+            if ours or result.row is None:  # an opponent's failure is reported like the searcher's own
+                results.append(result)
+                turns.append(board.turn)
             if result.row is None:
                 white_value = None
                 break
@@ -279,7 +303,9 @@ class Searcher:
         return self.play(task) if isinstance(task, GameTask) else self.label(task)
 
     def close(self) -> None:
-        pass
+        for opponent in self.opponents.values():
+            opponent.close()
+        self.opponents.clear()
 
 
 def format_result(value: float) -> str:
@@ -295,6 +321,7 @@ class Labeller(Searcher):
     (``_PipeEngine``)."""
 
     def __init__(self, labeller_spec: str) -> None:
+        super().__init__()
         try:
             self.command, self.options, self.limit = parse_uci_spec(labeller_spec)
         except ValueError as error:
@@ -345,6 +372,7 @@ class Labeller(Searcher):
         return Labelled(fen, (fen, cp, mate, best.uci(), win, draw, loss, ""))
 
     def close(self) -> None:
+        super().close()
         if self.engine is not None:
             self.engine.close()
             self.engine = None
@@ -356,6 +384,7 @@ class ABLabeller(Searcher):
     the transposition table is cleared before each game, so a game's rows depend only on its task."""
 
     def __init__(self, labeller_spec: str) -> None:
+        super().__init__()
         self.spec = labeller_spec
         self.player = make_ab_player(labeller_spec)
 
@@ -367,9 +396,8 @@ class ABLabeller(Searcher):
         mate = "" if info.mate is None else str(info.mate)
         return Labelled(fen, (fen, cp, mate, move.uci(), "", "", "", ""))
 
-    def play(self, task: GameTask) -> list[Labelled]:
+    def new_game(self) -> None:
         self.player.search.clear()
-        return super().play(task)
 
 
 def make_labeller(spec: str) -> Searcher:
@@ -521,23 +549,27 @@ def label_in_process(tasks: Iterator[Task], labeller_spec: str, on_results: Call
         labeller.close()
 
 
-def game_tasks(book: str | os.PathLike, seed: int, random_moves: int, max_plies: int = 400) -> Iterator[GameTask]:
+def game_tasks(book: str | os.PathLike, seed: int, random_moves: int, max_plies: int = 400,
+               opponent: str = "") -> Iterator[GameTask]:
     """Endless games, each from its own weighted random 8-ply walk of the polyglot ``book`` and with
-    its own seed for the random moves, both derived from ``seed``."""
+    its own seed for the random moves, both derived from ``seed``; against an ``opponent`` the searcher
+    takes White and Black in turn."""
     if random_moves < 0 or random_moves > RANDOM_PLIES:
         raise InputError(f"--random-moves must be in [0, {RANDOM_PLIES}], got {random_moves}")
     number = 0
     while True:
         game_seed = seed * 1_000_003 + number
         (opening,) = book_openings(Path(book), 1, plies=8, seed=game_seed)
-        yield GameTask(opening, seed=game_seed, random_moves=random_moves, max_plies=max_plies)
+        yield GameTask(opening, seed=game_seed, random_moves=random_moves, max_plies=max_plies, opponent=opponent,
+                       white=number % 2 == 0)
         number += 1
 
 
 def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathLike, limit: int | None = None,
               runner: Runner | None = None, log: Callable[[str], None] | None = None,
               progress: bool = False, minutes: float | None = None, random_moves: int = 5,
-              seed: int | None = None, games: int | None = None, file_positions: int | None = None) -> dict:
+              seed: int | None = None, games: int | None = None, file_positions: int | None = None,
+              opponent: str = "") -> dict:
     """``alphazero label``: label the distinct positions of ``source`` not yet in ``out``; returns a summary.
 
     A file source: ``limit`` keeps its first ``limit`` distinct positions (so a rerun with the same
@@ -545,7 +577,9 @@ def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathL
     ``limit`` new positions are written or ``minutes`` are up; one of the two is required; ``seed``
     (default: the number of rows already in ``out``, so a resumed run plays new games) picks openings
     and random moves; ``games`` stops after that many games, ``file_positions`` once the file holds that
-    many positions (so the same command resumed finishes the same target). ``minutes`` stops handing
+    many positions (so the same command resumed finishes the same target); an ``opponent`` (a labeller
+    spec) plays the other side of every game, and only the labeller's own positions are written
+    (``GameTask``). ``minutes`` stops handing
     out work after that time, for either source; the work under way is finished and written. Bad input
     lines and engine failures go to ``log`` (default stderr) and are skipped; failed positions are not
     written, so a rerun tries them again. ``out`` is a CSV, or bullet's text format for a ``.txt``
@@ -568,7 +602,10 @@ def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathL
         raise InputError(f"{out}: bullet's text format needs each position's game result, which only played games "
                          "have; play from a book (.bin) or write a .csv")
     bad: list[BadInput] = []  # logged once the input is read: an input with no position at all is one error
-    make_labeller(labeller_spec).close()  # a bad spec or engine fails now, before the input is read
+    if opponent and not playing:
+        raise InputError(f"{source}: an opponent plays games; play from a book (.bin)")
+    for spec in (labeller_spec, opponent) if opponent else (labeller_spec,):
+        make_labeller(spec).close()  # a bad spec or engine fails now, before the input is read
     done = label_file.existing()
     if playing and file_positions is not None:
         wanted = max(0, file_positions - len(done))
@@ -580,7 +617,8 @@ def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathL
     if playing:
         fens: list[str] = []
         todo_count = limit or 0
-        tasks: Iterable[Task] = game_tasks(source, len(done) if seed is None else seed, random_moves)
+        tasks: Iterable[Task] = game_tasks(source, len(done) if seed is None else seed, random_moves,
+                                           opponent=opponent)
     else:
         fens = unique_fens(read_fens(source, bad.append), limit)
         if not fens:
