@@ -15,9 +15,9 @@ DEFAULT_PLAYER = "ab:material?nodes=5000"
 def add_parser(sub: argparse._SubParsersAction) -> None:
     datagen = sub.add_parser(
         "datagen", help="NNUE training data from games our alpha-beta plays against itself (resumable)",
-        description="A player plays itself (or an --opponent) from polyglot-book openings plus a few random moves; "
-                    "every position it searches is written with its own search score and the game's result. A .txt --out is "
-                    "bullet's text format (FEN | score | result, White's view); anything else a CSV "
+        description="A player plays itself (or an --opponent) from polyglot-book openings plus a few random "
+                    "moves; every position it searches is written with its own search score and the game's result. "
+                    "A .txt --out is bullet's text format (FEN | score | result, White's view); anything else a CSV "
                     "(fen,score_cp,mate,best_uci,...,result, the side to move's view). Appends to --out and never "
                     "writes a position twice; the same command continues a stopped run.")
     datagen.add_argument("--player", default=DEFAULT_PLAYER, metavar="SPEC",

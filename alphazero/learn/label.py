@@ -270,9 +270,9 @@ class Searcher:
             if status is not None:
                 white_value = status[0] if board.turn == chess.WHITE else -status[0]
                 break
-            ours = opponent is None or board.turn == (chess.WHITE if task.white else chess.BLACK)
-            result = (self if ours else opponent).label_one(board.fen())  # type: ignore[union-attr]
-            if ours or result.row is None:  # an opponent's failure is reported like the searcher's own
+            mover = self if opponent is None or board.turn == (chess.WHITE if task.white else chess.BLACK) else opponent
+            result = mover.label_one(board.fen())
+            if mover is self or result.row is None:  # an opponent's failure is reported like the searcher's own
                 results.append(result)
                 turns.append(board.turn)
             if result.row is None:
@@ -604,7 +604,7 @@ def run_label(source: str | os.PathLike, labeller_spec: str, out: str | os.PathL
     bad: list[BadInput] = []  # logged once the input is read: an input with no position at all is one error
     if opponent and not playing:
         raise InputError(f"{source}: an opponent plays games; play from a book (.bin)")
-    for spec in (labeller_spec, opponent) if opponent else (labeller_spec,):
+    for spec in filter(None, (labeller_spec, opponent)):
         make_labeller(spec).close()  # a bad spec or engine fails now, before the input is read
     done = label_file.existing()
     if playing and file_positions is not None:
