@@ -109,7 +109,7 @@ def test_batch_matches_reference_from_fens_and_boards():
         assert tuple(part.tolist() for part in batch.position(i)) == reference_features(chess.Board(fen), fs), fen
 
 
-@pytest.mark.parametrize("spec", [EVERYTHING, "ka"])
+@pytest.mark.parametrize("spec", [EVERYTHING, "ka", "all+kb"])
 def test_mirror_with_colours_swapped_has_the_same_features(spec):
     fs = parse_features(spec)
     for board in POSITIONS[:60]:
@@ -125,6 +125,8 @@ def test_hand_checked_indices_kings_and_a_pawn():
     expected = {
         "all": ([12, 5 * 64 + 4, 11 * 64 + 60], [5 * 64 + 4, 6 * 64 + 52, 11 * 64 + 60]),
         "ka": ([768 * 4 + 12, 768 * 4 + 324, 768 * 4 + 764], [768 * 4 + 324, 768 * 4 + 436, 768 * 4 + 764]),
+        # Both kings on their relative e1: kb's centre bucket (1).
+        "kb": ([768 + 12, 768 + 324, 768 + 764], [768 + 324, 768 + 436, 768 + 764]),
         "h": ([0 + 4, 40 + 4, 88 + 4], [40 + 4, 48 + 4, 88 + 4]),
         "v": ([0 + 1, 40 + 0, 88 + 7], [40 + 0, 48 + 6, 88 + 7]),
         "d1": ([0 + 4 - 1 + 7, 75 + 4 - 0 + 7, 165 + 4 - 7 + 7], [75 + 11, 90 + 4 - 6 + 7, 165 + 4]),
@@ -144,6 +146,21 @@ def test_hand_checked_indices_kings_and_a_pawn():
         assert reference_features(board, fs) == want, name
         assert _compiled(board, name) == want, name
     assert MC_OFFSETS.tolist() == [0, 9, 25, 42, 68, 94, 103, 112, 128, 145, 171, 197]
+
+
+def test_king_buckets_by_the_relative_square_of_each_side_s_own_king():
+    # kb's buckets: ranks 1-2 castled long (a-c) 0, centre (d-e) 1, castled short (f-h) 2; further up 3.
+    # White Kg1, Black Kc8 (relative c1: castled long); then White's king on d3 (up the board).
+    for fen, white_bucket, black_bucket in (("2k5/8/8/8/8/8/8/6K1 w - - 0 1", 2, 0),
+                                            ("2k5/8/8/8/8/3K4/8/8 b - - 0 1", 3, 0),
+                                            ("8/8/8/8/8/8/1k6/4K3 w - - 0 1", 1, 3)):
+        board = chess.Board(fen)
+        stm, nstm = reference_features(board, parse_features("kb"))
+        white, black = (stm, nstm) if board.turn == chess.WHITE else (nstm, stm)
+        assert {i // 768 for i in white} == {white_bucket}, fen
+        assert {i // 768 for i in black} == {black_bucket}, fen
+        assert _compiled(board, "kb") == (stm, nstm), fen
+        assert sorted(i % 768 for i in white) == reference_features(board, parse_features("all"))[board.turn != chess.WHITE]
 
 
 def test_hand_checked_pair_side_by_side_black_to_move():
@@ -177,7 +194,8 @@ def test_sums_shift_each_block_by_the_sizes_before_it():
     ("", "empty"),
     ("  ", "empty"),
     ("all+", "empty block name"),
-    ("all+xyz", "unknown block 'xyz' (known: all, ka, h, v, d1, d2, ph, pv, mb, mc)"),
+    ("ka+all+kb", "one king block (ka or kb), not both"),
+    ("all+xyz", "unknown block 'xyz' (known: all, ka, h, v, d1, d2, ph, pv, mb, mc, kb)"),
     ("all+pv+ALL", "block 'all' given twice"),
 ])
 def test_parse_errors_name_the_problem(spec, message):

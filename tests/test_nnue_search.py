@@ -21,6 +21,7 @@ MATE_IN_ONE = "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1"
 NETS = [  # features, arch, activation, factor on the transformer's weights, output buckets
     ("all", "perspective", "crelu", 1.0, 1),
     ("ka", "perspective", "screlu", 1.0, 1),
+    ("all+kb", "perspective", "crelu", 1.0, 1),  # four king buckets: a king move inside one is a diff
     ("all+pv", "layered", "crelu", 1.0, 1),
     ("all", "simple", "screlu", 1.0, 1),
     ("h+v+d1+d2+ph+mb+mc", "layered", "screlu", 1.0, 1),

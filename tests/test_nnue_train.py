@@ -402,6 +402,26 @@ def test_init_with_a_wider_l1_fine_tunes_the_grown_net_from_where_the_narrow_one
     assert summary["initial"]["held_out_loss"] == pytest.approx(first["final"]["held_out_loss"], abs=1e-6)
 
 
+def test_init_with_king_buckets_added_starts_as_the_net_it_grew_from_and_learns_them(tmp_path, capsys) -> None:
+    data = evals_head(tmp_path / "evals.csv", 150)
+    plain = tmp_path / "plain.npz"
+    code, first, text = nnue_train(capsys, "--data", str(data), "--out", str(plain), "--epochs", "2", *SMALL)
+    assert code == 0, text
+    code, summary, text = nnue_train(capsys, "--data", str(data), "--out", str(tmp_path / "kb.npz"), "--init", str(plain),
+                                     "--features", "all+kb", "--epochs", "1", "--lr", "1e-3", "--batch-size", "64", "--keep-noisy")
+    assert code == 0, text
+    grown, start = load_nnue(tmp_path / "kb.npz"), load_nnue(plain)
+    assert grown.features.spec == "all+kb" and grown.arrays["ft_weight"].shape == (768 * 5, 16)
+    # It starts where the plain net stopped (the king rows are zero), and the king rows then learn.
+    assert summary["initial"]["held_out_loss"] == pytest.approx(first["final"]["held_out_loss"], abs=1e-6)
+    assert np.abs(grown.arrays["ft_weight"][768:]).max() > 0
+    assert not np.array_equal(grown.arrays["ft_weight"][:768], start.arrays["ft_weight"])
+    for spec in ("kb+all", "pv"):  # only blocks after the net's own may be added
+        code, _, text = nnue_train(capsys, "--data", str(data), "--out", str(tmp_path / "bad.npz"), "--init", str(plain),
+                                   "--features", spec)
+        assert code == 2 and f"--features {spec} (the net has all)" in text
+
+
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, capsys) -> None:
     data = evals_head(tmp_path / "evals.csv", 120)
     common = ["--data", str(data), "--seed", "7", *SMALL]

@@ -144,18 +144,23 @@ def resolve_config(options: TrainOptions) -> tuple[NNUEConfig, dict[str, np.ndar
                 "activation": nnue.activation, "buckets": nnue.buckets}
         if wanted["features"] is not None:
             wanted["features"] = parse_features(str(wanted["features"])).spec
-        # A wider --l1 grows the net (``widen``); every other difference is a clash.
+        # A wider --l1 grows the net (``widen``), and so does a feature set that adds blocks after the
+        # net's own (``all`` -> ``all+kb``: ``add_features``); every other difference is a clash.
         grows = wanted["l1"] is not None and wanted["l1"] > held["l1"]
+        extends = wanted["features"] is not None and str(wanted["features"]).startswith(held["features"] + "+")
         clashes = [f"--{key} {value} (the net has {held[key]})" for key, value in wanted.items()
                    if value is not None and value != held[key] and not (key == "l2" and nnue.arch != "layered")
-                   and not (key == "l1" and grows)]
+                   and not (key == "l1" and grows) and not (key == "features" and extends)]
         if clashes:
             raise InputError(f"--init {options.init}: {', '.join(clashes)}; leave them out to fine-tune the net as it "
-                             f"is (--l1 may only grow it)")
+                             f"is (--l1 may only grow it, --features only add blocks after its own)")
         init_arrays = nnue.arrays
         if grows:
             init_arrays = widen(init_arrays, nnue.arch, int(wanted["l1"]), options.seed)
             held["l1"] = wanted["l1"]
+        if extends:
+            init_arrays = add_features(init_arrays, parse_features(str(wanted["features"])).size)
+            held["features"] = wanted["features"]
         wanted = dict(held)
     defaults: dict[str, Any] = {"features": DEFAULT_FEATURES, "arch": DEFAULT_ARCH, "l1": DEFAULT_L1, "l2": DEFAULT_L2,
                 "activation": DEFAULT_ACTIVATION, "buckets": DEFAULT_BUCKETS}
@@ -258,6 +263,20 @@ def widen(arrays: dict[str, np.ndarray], arch: str, l1: int, seed: int) -> dict[
     parts = np.split(weight, halves, axis=-1)
     pad = [(0, 0)] * (weight.ndim - 1) + [(0, l1 - old)]
     grown[reader] = np.concatenate([np.pad(part, pad) for part in parts], axis=-1)
+    return grown
+
+
+def add_features(arrays: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+    """The same net reading ``size`` input features, the first ones its own: the new features' rows of the
+    feature transformer are zero, so the net starts as the same function and each new row learns from the
+    first step (a row's gradient does not depend on its value). Lets a net grow king buckets (``all`` ->
+    ``all+kb``, the ``all`` block then their shared part) without losing what it learned."""
+    old = arrays["ft_weight"].shape[0]
+    if size <= old:
+        raise ValueError(f"add_features: {size} features is not more than {old}")
+    grown = dict(arrays)
+    grown["ft_weight"] = np.concatenate([arrays["ft_weight"], np.zeros((size - old, arrays["ft_weight"].shape[1]),
+                                                                        np.float32)])
     return grown
 
 

@@ -23,6 +23,8 @@ block size   index (active when ...)                                            
 ===== ====== ================================================================== ============ ========
 all   768    ``64 * k + square``: a piece k on that square                       20.50        14.68
 ka    49152  ``768 * own_king_square + all-index``: HalfKA (all, per king square) 20.50        (n/a)
+kb    3072   ``768 * KING_BUCKETS[own_king_square] + all-index``: all, per one of 20.50        (n/a)
+             four king buckets (below)
 h     96     ``8 * k + file``: some piece k on that file                         19.94        14.68
 v     96     ``8 * k + rank``: some piece k on that rank                         14.39        14.68
 d1    180    ``15 * k + (file - rank + 7)``: some piece k on that diagonal       18.85        14.68
@@ -128,19 +130,30 @@ BLOCK_SIZES: dict[str, int] = {
     "pv": 1152,
     "mb": 768,
     "mc": 206,
+    "kb": 4 * 768,
 }
 BLOCK_NAMES: tuple[str, ...] = tuple(BLOCK_SIZES)
-ALL, KA, H, V, D1, D2, PH, PV, MB, MC = range(len(BLOCK_NAMES))
+ALL, KA, H, V, D1, D2, PH, PV, MB, MC, KB = range(len(BLOCK_NAMES))
+
+# The king blocks' bucket of the perspective's own king, by its relative square (a1 = 0): ``ka`` one
+# bucket a square (HalfKA), ``kb`` four, as engines trained with bullet take a few rather than 64 (HalfKA
+# split 6.8M positions 64 ways and overfit, docs/RESULTS.md): the king on its first two ranks castled
+# long (files a-c), in the centre (d, e) or castled short (f-h), and the king anywhere further up (the
+# endgame's king).
+_KB = np.array([3 if square // 8 >= 2 else 0 if square % 8 <= 2 else 1 if square % 8 <= 4 else 2
+                for square in range(64)], np.int64)
+KING_BUCKETS = np.stack([np.arange(64, dtype=np.int64), _KB])  # [2, 64]: row 0 ka's, row 1 kb's
 
 # Most active features one perspective can have, for positions with at most 16 pieces and 8 pawns a
 # side and one king each (what the kernel and Position accept):
-# - all, ka: one per piece (32). h, v, d1, d2: one per piece at most (pieces sharing a line share it).
+# - all, ka, kb: one per piece (32). h, v, d1, d2: one per piece at most (pieces sharing a line share it).
 # - ph, pv: one per pair, and each piece is the left (lower) member of at most one pair: < 32.
 # - mc: exactly 12.
 # - mb: per colour, each non-king, non-pawn role reaches at most the 63 squares its king does not hold
 #   (4 * 63), the king at most 8, at most 8 pawns at most 4 targets each (32): 292 a colour, 584.
 BLOCK_MAX_ACTIVE: dict[str, int] = {
     "all": 32, "ka": 32, "h": 32, "v": 32, "d1": 32, "d2": 32, "ph": 32, "pv": 32, "mb": 584, "mc": 12,
+    "kb": 32,
 }
 
 # mc: per role (P N B R Q K) the largest count kept (larger counts share the top index), and the first
@@ -185,6 +198,8 @@ def parse_features(spec: str) -> FeatureSet:
         if name in seen:
             raise InputError(f"feature set {spec!r}: block {name!r} given twice")
         seen.append(name)
+    if "ka" in seen and "kb" in seen:
+        raise InputError(f"feature set {spec!r}: one king block (ka or kb), not both")
     offsets = [0]
     for name in seen[:-1]:
         offsets.append(offsets[-1] + BLOCK_SIZES[name])
@@ -238,10 +253,10 @@ def _reference_block(board: chess.Board, name: str, colour: chess.Color) -> set[
 
     pieces = {relative(square): kind(piece) for square, piece in board.piece_map().items()}  # relative square -> k
     active: set[int] = set()
-    if name in ("all", "ka"):
+    if name in ("all", "ka", "kb"):
         king = board.king(colour)
         assert king is not None
-        base = 768 * relative(king) if name == "ka" else 0
+        base = 768 * int(KING_BUCKETS[int(name == "kb"), relative(king)]) if name != "all" else 0
         active = {base + 64 * k + square for square, k in pieces.items()}
     elif name == "h":
         active = {8 * k + chess.square_file(square) for square, k in pieces.items()}
@@ -347,7 +362,7 @@ def _insert(out, start, n, value):
 
 @njit(cache=True)
 def _squares_block(bb, colour, offset, out, n):
-    """``all`` (``offset`` includes ``ka``'s king base): ``64 * k + square``."""
+    """``all`` (``offset`` includes ``ka``'s or ``kb``'s king base): ``64 * k + square``."""
     for k in range(12):
         n = _emit_bits(out, n, offset + 64 * k, _relative_bits(bb, k, colour))
     return n
@@ -503,11 +518,11 @@ def active_features(bb, sq, st, block_ids, block_offsets, perspective, out):
         offset = block_offsets[b]
         if block == ALL:
             n = _squares_block(bb, colour, offset, out, n)
-        elif block == KA:
+        elif block == KA or block == KB:
             king = lsb(bb[6 * colour + KING])
             if colour == BLACK:
                 king ^= 56
-            n = _squares_block(bb, colour, offset + 768 * king, out, n)
+            n = _squares_block(bb, colour, offset + 768 * KING_BUCKETS[np.int64(block == KB), king], out, n)
         elif block == H:
             n = _files_block(bb, colour, offset, out, n)
         elif block == V:

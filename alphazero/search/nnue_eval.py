@@ -28,8 +28,9 @@ plies + 1, the last row spare:
                  leaf in the next iteration of deepening, a transposition) is answered from it
                  without touching the rows; its children then diff against an older ancestor
 
-Two kinds of blocks. *Piece-square* blocks (``all``, ``ka``) give each piece one feature of its own
-(its colour, role and square; under ``ka`` also the perspective's king square), so a row's part from
+Two kinds of blocks. *Piece-square* blocks (``all``, ``ka``, ``kb``) give each piece one feature of its
+own (its colour, role and square; under the king blocks also the bucket of the perspective's king
+square: the square itself under ``ka``, one of four under ``kb``), so a row's part from
 them is a function of the twelve piece bitboards, bit by bit. *Board-wide* blocks (the axis, pair
 and mobility blocks) are sets over the whole board, so their part is kept as a sorted list.
 
@@ -41,8 +42,8 @@ take a base row (the nearest ancestor on the current path, known by its key equa
 sets of piece bitboards (twelve XORs; usually two to four bits differ), subtract the features of
 each piece gone and add those of each piece come; for board-wide blocks compute this position's
 sorted list, merge it with the base's and add and subtract the rows of the difference. Refresh
-from the bias instead when that would cost more than the position's active features, or under
-``ka`` when the perspective's king has moved. Unmake needs no hook. A row whose key is the current
+from the bias instead when that would cost more than the position's active features, or under a
+king block when the perspective's king has changed bucket (under ``ka``: moved). Unmake needs no hook. A row whose key is the current
 position's is reused as it stands (PVS, LMR and aspiration re-searches evaluate a node again).
 Figures (docs/RESULTS.md): the bitboard diff, unsigned indices and inlining took the shipped net
 (``all``, L1 128) from 638 to 166 ns an evaluation more than PeSTO's (the same walks on both).
@@ -59,18 +60,18 @@ from numba import njit
 
 from alphazero.board.bits import lsb, popcount
 from alphazero.board.kernel import KING, OCC_BLACK, OCC_WHITE, ST_PLY, ST_SIDE
-from alphazero.nets.features import ALL, KA, active_features
+from alphazero.nets.features import ALL, KA, KB, KING_BUCKETS, active_features
 from alphazero.nets.nnue_file import QA, QB, QuantisedNNUE
 
 ARCH_SIMPLE, ARCH_PERSPECTIVE, ARCH_LAYERED = 0, 1, 2
 ACT_CRELU, ACT_SCRELU = 0, 1
 _ARCH_IDS = {"simple": ARCH_SIMPLE, "perspective": ARCH_PERSPECTIVE, "layered": ARCH_LAYERED}
 _ACT_IDS = {"crelu": ACT_CRELU, "screlu": ACT_SCRELU}
-PIECE_SQUARE_BLOCKS = (ALL, KA)  # one feature per piece: kept by the bitboard diff, not in ``lists``
+PIECE_SQUARE_BLOCKS = (ALL, KA, KB)  # one feature per piece: kept by the bitboard diff, not in ``lists``
 
 (H_L1, H_L2, H_ARCH, H_ACT, H_SCALE, H_OUT_BIAS, H_MAX_ACTIVE, H_NUM_BLOCKS, H_FT_WEIGHT, H_FT_BIAS,
- H_OUT_WEIGHT, H_L2_WEIGHT, H_BLOCK_IDS, H_BLOCK_OFFSETS, H_L2_BIAS, H_ALL, H_KA, H_BUCKETS) = range(18)
-H_SIZE = 18
+ H_OUT_WEIGHT, H_L2_WEIGHT, H_BLOCK_IDS, H_BLOCK_OFFSETS, H_L2_BIAS, H_ALL, H_KA, H_BUCKETS, H_KING_MAP) = range(19)
+H_SIZE = 19
 ANCESTOR_WINDOW = 6  # plies looked back for an ancestor's row before falling back to this ply's own
 EVAL_LIMIT = 30000  # centipawns; an evaluation is clamped inside it, clear of mate scores (32000 - ply)
 _DOT_CHUNK = 256  # clipped crelu products (< 2^23 each) summed in int32 this many at a time: no overflow
@@ -79,7 +80,8 @@ _DOT_CHUNK = 256  # clipped crelu products (< 2^23 each) summed in int32 this ma
 def pack(net: QuantisedNNUE) -> tuple[np.ndarray, np.ndarray]:
     """``(header int64 [H], weights int16 [W])``, the layout in the module docstring. The header's
     block ids and offsets list the board-wide blocks only; ``H_ALL`` / ``H_KA`` hold the offsets of
-    the piece-square blocks (-1 where the set has none)."""
+    the piece-square blocks (-1 where the set has none), ``H_KA`` that of the king block (``ka`` or
+    ``kb``: ``parse_features`` allows one), and ``H_KING_MAP`` its row of ``features.KING_BUCKETS``."""
     a = net.arrays
     fs = net.features
     parts = [a["ft_weight"].reshape(-1), a["ft_bias"], a["out_weight"].reshape(-1)]  # [K, width] row-major
@@ -110,8 +112,9 @@ def pack(net: QuantisedNNUE) -> tuple[np.ndarray, np.ndarray]:
     for block, offset in zip(fs.block_ids, fs.block_offsets):
         if block == ALL:
             header[H_ALL] = offset
-        elif block == KA:
+        elif block in (KA, KB):
             header[H_KA] = offset
+            header[H_KING_MAP] = int(block == KB)
     header[H_SIZE:H_SIZE + num_blocks] = fs.block_ids[wide]
     header[H_SIZE + num_blocks:H_SIZE + 2 * num_blocks] = fs.block_offsets[wide]
     if l2:
@@ -155,7 +158,8 @@ def row_features(params: tuple[np.ndarray, np.ndarray], acc: tuple[np.ndarray, .
                 if header[H_ALL] >= 0:
                     features.append(int(header[H_ALL]) + _piece_feature(piece, square, colour))
                 if header[H_KA] >= 0:
-                    features.append(int(header[H_KA]) + 768 * (king ^ (56 * colour)) + _piece_feature(piece, square, colour))
+                    bucket = int(KING_BUCKETS[header[H_KING_MAP], king ^ (56 * colour)])
+                    features.append(int(header[H_KA]) + 768 * bucket + _piece_feature(piece, square, colour))
     return sorted(features)
 
 
@@ -289,10 +293,11 @@ def _update_row(header, weights, bb, sq, st, rows, lists, boards, ply, base):
         for piece in range(12):
             n_changed += popcount(boards[base, piece] ^ bb[piece])
     pieces = popcount(bb[OCC_WHITE] | bb[OCC_BLACK])
+    king_map = header[H_KING_MAP]
     ka_white = ka_black = np.int64(-1)
     if ka_offset >= 0:
-        ka_white = ka_offset + 768 * lsb(bb[KING])
-        ka_black = ka_offset + 768 * (lsb(bb[6 + KING]) ^ 56)
+        ka_white = ka_offset + 768 * KING_BUCKETS[king_map, lsb(bb[KING])]
+        ka_black = ka_offset + 768 * KING_BUCKETS[king_map, lsb(bb[6 + KING]) ^ 56]
     # Per colour: its board-wide features (into the spare list), then diff or refresh.
     diff_white = diff_black = False
     for colour in range(2):
@@ -303,8 +308,11 @@ def _update_row(header, weights, bb, sq, st, rows, lists, boards, ply, base):
         lists[spare, colour, 0] = n
         if base < 0 or lists[base, colour, 0] < 0:
             continue
-        if ka_offset >= 0 and boards[base, 6 * colour + KING] != bb[6 * colour + KING]:
-            continue  # this perspective's king moved: every ka feature changed
+        if ka_offset >= 0:
+            flip = 56 * colour
+            if (KING_BUCKETS[king_map, lsb(boards[base, 6 * colour + KING]) ^ flip]
+                    != KING_BUCKETS[king_map, lsb(bb[6 * colour + KING]) ^ flip]):
+                continue  # this perspective's king changed bucket: every king-block feature changed
         list_changes = _count_changes(lists, base, spare, colour) if nb else 0
         if n_changed + list_changes <= pieces + n:
             if base != ply:
