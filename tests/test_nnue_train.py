@@ -515,6 +515,27 @@ def test_noisy_positions_are_left_out_unless_kept(tmp_path, capsys) -> None:
     assert summary["train_positions"] == 4
 
 
+def test_a_large_row_file_is_held_out_in_blocks_of_consecutive_rows(tmp_path, monkeypatch) -> None:
+    import alphazero.learn.nnue_data as nnue_data
+
+    lines = np.arange(2, 9_002)  # a 9,000-row CSV's line numbers (line 1 the header)
+    assert np.array_equal(nnue_data.row_blocks(np.arange(2, 902)), np.arange(2, 902))  # under 1,000: by row
+    blocks = nnue_data.row_blocks(lines)
+    assert np.array_equal(blocks, lines // 9) and len(np.unique(blocks)) >= nnue_data.MIN_ROW_GROUPS
+    assert len(np.unique(nnue_data.row_blocks(np.arange(2, 5_000_000)))) == 5_000_000 // nnue_data.ROW_BLOCK + 1
+    # Through read_source (a smaller floor so that a small file is blocked): rows 3 at a time, a mirrored
+    # copy in its original's block, and the split holds out whole blocks.
+    monkeypatch.setattr(nnue_data, "MIN_ROW_GROUPS", 4)
+    fens = [f"4k3/8/8/8/8/8/{i or ''}P{7 - i or ''}/4K3 w - - 0 1" for i in range(8)]  # a pawn on a2 .. h2
+    path = tmp_path / "rows.csv"
+    path.write_text("fen,cp_stm\n" + "".join(f"{fen},{10 * i}\n" for i, fen in enumerate(fens * 2)))
+    data = read_source(path, parse_features("all"), mirror=True)
+    assert data.num_positions == 32 and list(data.groups) == [line // 4 for line in range(2, 18) for _ in range(2)]
+    train, held = split_held_out(data, 0.25, 0)
+    assert held is not None and set(held.groups).isdisjoint(set(train.groups))
+    assert all(np.sum(held.groups == g) == 2 * np.sum((np.arange(2, 18) // 4) == g) for g in set(held.groups))
+
+
 def test_mirroring_adds_each_position_without_castling_rights_flipped_in_its_own_group(tmp_path, capsys) -> None:
     rows = ["fen,cp_stm,best_uci",
             "4k3/8/8/8/8/8/1P6/4K3 w - - 0 1,100,b2b4",  # no castling rights: flipped

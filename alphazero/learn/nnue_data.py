@@ -43,7 +43,8 @@ Arrays (one row per position; the CSR layout ``torch.nn.EmbeddingBag`` takes):
     FeatureRows.nstm_*                      the same from the opponent's perspective
     PositionData.score_cp    float32 [P]    centipawns for the side to move; NaN none, +-inf mate
     PositionData.result      float32 [P]    +1 / 0 / -1 for the side to move; NaN unknown
-    *.groups                 int64 [P]      unit of the held-out split: the game (PGN, run) or the row (CSV)
+    *.groups                 int64 [P]      unit of the held-out split: the game (PGN, run), or a block of
+                                            consecutive rows (CSV, bullet text; ``row_blocks``)
 
 Cache: one uncompressed ``.npz`` per source file and feature set in a cache directory, named
 ``NAME-WHAT-KEY.npz`` where KEY hashes the source's absolute path, size and modification time (every
@@ -82,8 +83,15 @@ from alphazero.learn.bullet_text import looks_like_bullet
 from alphazero.learn.positions import has_legal_move, position_and_move, raise_bad, read_pgn_games
 
 # 2: positions carry a noisy flag (in check, or the move that follows takes or promotes); 3: and their
-# number of men (``FeatureRows.pieces``, for output buckets)
-DATA_FORMAT_VERSION = 3
+# number of men (``FeatureRows.pieces``, for output buckets); 4: a row file's groups are blocks of rows
+DATA_FORMAT_VERSION = 4
+# A row file's held-out unit: this many consecutive lines (fewer in a small file, ``row_blocks``).
+# ``datagen`` and ``label`` write each game's rows together (about 90 of them at 5,000 nodes), so a block
+# is about eleven whole games: rows held out one by one sat beside the next and the previous move of
+# the same game in training, and that held-out loss rewarded nets that fit the training games more
+# closely and then played worse (docs/RESULTS.md, 2026-12-07).
+ROW_BLOCK = 1024
+MIN_ROW_GROUPS = 1000
 SCORE_COLUMNS = ("score_cp", "cp_stm", "cp")
 CHUNK = 4096  # positions featurised per batch_features call (bounded memory)
 
@@ -612,11 +620,21 @@ def read_source(path: str | os.PathLike, feature_set: Any, what: str = "position
     if not collected.groups:
         raise InputError(f"{path}: no {'PQR triples' if pqr else 'positions'} to train on")
     groups = np.array(collected.groups, dtype=np.int64)
+    if kind in ("csv", "bullet"):
+        groups = row_blocks(groups)
     rows = collected.rows()
     if pqr is not None:
         return PQRData(rows[0], rows[1], rows[2], groups, kind)
     return PositionData(rows[0], np.array(collected.score_cp, dtype=np.float32),
                         np.array(collected.result, dtype=np.float32), groups, np.array(collected.noisy, dtype=bool), kind)
+
+
+def row_blocks(lines: np.ndarray) -> np.ndarray:
+    """A row file's held-out groups from its rows' line numbers: runs of ``ROW_BLOCK`` consecutive lines,
+    shorter in a file of fewer than ``MIN_ROW_GROUPS`` such runs so that it still splits finely (one line
+    a group below ``MIN_ROW_GROUPS`` lines). A mirrored copy keeps its original's line, so its group."""
+    block = max(1, min(ROW_BLOCK, int(lines.max()) // MIN_ROW_GROUPS)) if len(lines) else 1
+    return lines // block
 
 
 # ---- cache ------------------------------------------------------------------------------------

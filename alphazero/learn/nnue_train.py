@@ -21,7 +21,8 @@ rate ``lr * lr_decay ** (epoch - 1)``, every weight clipped to +-1.98 after each
 quantised file stays in range), mini-batches of a seeded permutation per epoch. Deterministic under
 ``seed`` for a given number of threads: the net's initialisation comes from ``torch.manual_seed(seed)``,
 epoch e's order from ``numpy.random.default_rng([seed, e])``, so a resumed run equals an uninterrupted
-one. The held-out split (by game for PGN and replay, by row for a CSV) is seeded the same way.
+one. The held-out split (by game for PGN and replay, by blocks of consecutive rows for a CSV or bullet
+text: ``nnue_data.row_blocks``) is seeded the same way.
 
 Losses (``--loss``): ``sigmoid-mse`` (default; bullet's, against ``wdl_lambda * sigmoid(cp / 400) +
 (1 - wdl_lambda) * (result + 1) / 2``; positions without a result use the score, positions without a
