@@ -43,8 +43,9 @@ sets of piece bitboards (twelve XORs; usually two to four bits differ), subtract
 each piece gone and add those of each piece come; for board-wide blocks compute this position's
 sorted list, merge it with the base's and add and subtract the rows of the difference. Refresh
 from the bias instead when that would cost more than the position's active features, or under a
-king block when the perspective's king has changed bucket (under ``ka``: moved). Unmake needs no hook. A row whose key is the current
-position's is reused as it stands (PVS, LMR and aspiration re-searches evaluate a node again).
+king block when the perspective's king has changed bucket (under ``ka``: moved). Unmake needs no
+hook. A row whose key is the current position's is reused as it stands (PVS, LMR and aspiration
+re-searches evaluate a node again).
 Figures (docs/RESULTS.md): the bitboard diff, unsigned indices and inlining took the shipped net
 (``all``, L1 128) from 638 to 166 ns an evaluation more than PeSTO's (the same walks on both).
 
@@ -80,8 +81,9 @@ _DOT_CHUNK = 256  # clipped crelu products (< 2^23 each) summed in int32 this ma
 def pack(net: QuantisedNNUE) -> tuple[np.ndarray, np.ndarray]:
     """``(header int64 [H], weights int16 [W])``, the layout in the module docstring. The header's
     block ids and offsets list the board-wide blocks only; ``H_ALL`` / ``H_KA`` hold the offsets of
-    the piece-square blocks (-1 where the set has none), ``H_KA`` that of the king block (``ka`` or
-    ``kb``: ``parse_features`` allows one), and ``H_KING_MAP`` its row of ``features.KING_BUCKETS``."""
+    the piece-square blocks (-1 where the set has none; ``H_KA`` the king block's, ``ka`` or ``kb``,
+    of which ``parse_features`` allows one) and ``H_KING_MAP`` that block's row of
+    ``features.KING_BUCKETS``."""
     a = net.arrays
     fs = net.features
     parts = [a["ft_weight"].reshape(-1), a["ft_bias"], a["out_weight"].reshape(-1)]  # [K, width] row-major
