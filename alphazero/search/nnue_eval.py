@@ -310,11 +310,9 @@ def _update_row(header, weights, bb, sq, st, rows, lists, boards, ply, base):
         lists[spare, colour, 0] = n
         if base < 0 or lists[base, colour, 0] < 0:
             continue
-        if ka_offset >= 0:
-            flip = 56 * colour
-            if (KING_BUCKETS[king_map, lsb(boards[base, 6 * colour + KING]) ^ flip]
-                    != KING_BUCKETS[king_map, lsb(bb[6 * colour + KING]) ^ flip]):
-                continue  # this perspective's king changed bucket: every king-block feature changed
+        if ka_offset >= 0 and (ka_offset + 768 * KING_BUCKETS[king_map, lsb(boards[base, 6 * colour + KING]) ^ (56 * colour)]
+                               != (ka_white if colour == 0 else ka_black)):
+            continue  # this perspective's king changed bucket: every king-block feature changed
         list_changes = _count_changes(lists, base, spare, colour) if nb else 0
         if n_changed + list_changes <= pieces + n:
             if base != ply:
