@@ -49,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="sigmoid-mse target = L * sigmoid(cp/400) + (1 - L) * result; positions without a result "
                             "use the score, without a score the result (default 1.0; datagen's games and played label "
                             "files have results)")
-    train.add_argument("--epochs", type=int, help="total passes over the training positions (default 10)")
+    train.add_argument("--epochs", type=int, help="total passes over the training positions (default 10; 0 with --init: "
+                       "that net as it is, its losses and PeSTO slope on --data)")
     train.add_argument("--lr", type=float, help="AdamW learning rate (default 1e-3)")
     train.add_argument("--lr-decay", type=float, help="learning rate factor per epoch (default 0.95)")
     train.add_argument("--batch-size", type=int, help="positions per step (default 4096)")

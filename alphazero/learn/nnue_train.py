@@ -7,7 +7,9 @@ of search or Ray; the network file itself is ``alphazero.nets.nnue_file``'s.
 Files, for ``--out DIR/NAME.EXT``:
 
 - ``DIR/NAME.EXT``: the trained net (``save_nnue``), written once training ends; its meta's
-  ``training`` records the options, the data and the final losses.
+  ``training`` records the options, the data, the final losses and the net's unit against PeSTO's
+  (``pesto_slope``, ``alphazero.learn.nnue_scale``). With ``init`` and zero epochs it is that net as it
+  was, measured on the data (its held-out loss and unit there).
 - ``DIR/NAME.train/state.pt``: model, optimizer and history after the last finished epoch, written
   atomically every epoch (``torch.save``; read back with ``weights_only=True``). Running the same command
   again resumes from it; a larger ``--epochs`` continues a finished run; other options are refused
@@ -49,6 +51,7 @@ import torch
 from alphazero.errors import InputError
 from alphazero.fileio import atomic_write, atomic_write_text, output_file
 from alphazero.learn.nnue_data import Dataset, FeatureRows, PQRData, load_data
+from alphazero.learn.nnue_scale import pesto_slope
 from alphazero.learn.positions import split_held_out
 from alphazero.nets.network import safe_torch_load
 from alphazero.nets.nnue import FT_INIT_BOUND, SCALE, NNUEConfig, NNUENet, pqr_loss, sigmoid_mse_loss, target_score_loss
@@ -106,8 +109,10 @@ def _check_numbers(options: TrainOptions) -> None:
     problems = []
     if options.loss not in LOSSES:
         problems.append(f"--loss {options.loss!r}: expected one of {', '.join(LOSSES)}")
-    if options.epochs < 1:
-        problems.append(f"--epochs must be at least 1, got {options.epochs}")
+    if options.epochs < (0 if options.init else 1):
+        problems.append(f"--epochs must be at least {0 if options.init else 1}"
+                        f"{' (0 with --init: that net as it is, measured on --data)' if options.init else ''}, "
+                        f"got {options.epochs}")
     if options.batch_size < 1:
         problems.append(f"--batch-size must be at least 1, got {options.batch_size}")
     if options.threads < 1:
@@ -191,6 +196,15 @@ def logits(net: NNUENet, rows: FeatureRows) -> torch.Tensor:
     if net.config.buckets > 1:
         bucket = torch.from_numpy(output_buckets(rows.pieces, net.config.buckets))
     return net(*stm, *nstm, bucket=bucket)
+
+
+@torch.no_grad()
+def net_centipawns(net: NNUENet, rows: FeatureRows, batch_size: int = 16384) -> np.ndarray:
+    """The float net's centipawns for the side to move [P] (float64)."""
+    net.eval()
+    parts = [logits(net, rows.take(np.arange(start, min(start + batch_size, rows.num_positions)))).numpy()
+             for start in range(0, rows.num_positions, batch_size)]
+    return np.concatenate(parts).astype(np.float64) * SCALE if parts else np.zeros(0)
 
 
 def batch_loss(net: NNUENet, batch: Dataset, loss: str, wdl_lambda: float) -> torch.Tensor:
@@ -429,7 +443,8 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
     cache_dir = Path(options.cache_dir) if options.cache_dir is not None else out.parent / "nnue-cache"
     what = "pqr" if options.loss == "pqr" else "positions"
     started = time.perf_counter()
-    data, sources, write_caches = load_data(options.data, parse_features(config.features), cache_dir, what,
+    feature_set = parse_features(config.features)
+    data, sources, write_caches = load_data(options.data, feature_set, cache_dir, what,
                                             options.seed, log, mirror=options.mirror)
     total = data.num_positions
     data, dropped = keep_trainable(data, options.loss, options.keep_noisy)
@@ -486,15 +501,23 @@ def train_nnue(options: TrainOptions, log: Log | None = None) -> dict[str, Any]:
         log(f"epoch {trainer.epoch}/{options.epochs}  train loss {stats['train_loss']:.5f} | {label} loss "
             f"{held['loss']:.5f}{extra} | lr {stats['lr']:.2e} | {stats['positions_per_s']:.0f} pos/s {stats['seconds']:.1f} s")
     final = trainer.history[-1]
+    unit = pesto_slope(check.p if isinstance(check, PQRData) else check.features, feature_set,
+                       lambda part: net_centipawns(trainer.net, part))
+    if unit is not None:
+        unit = _rounded(unit)
+        log(f"nnue train: the net reads {unit['slope']:.3f} times PeSTO's centipawns over {unit['positions']} {label} "
+            "positions (pesto_slope)")
     meta = {**config.meta(), "training": {
         "data": [s["path"] for s in sources], "kind": data.kind, "positions": total,
         "train_positions": train_data.num_positions, "held_out_positions": held_data.num_positions if held_data else 0,
         "epochs": trainer.epoch, "loss": options.loss, "wdl_lambda": options.wdl_lambda, "lr": options.lr,
         "lr_decay": options.lr_decay, "batch_size": options.batch_size, "seed": options.seed, "init": options.init,
-        "final_train_loss": final.get("train_loss"), "final_held_out_loss": final.get("held_out_loss")}}
+        "final_train_loss": final.get("train_loss"), "final_held_out_loss": final.get("held_out_loss"),
+        "pesto_slope": unit}}
     save_nnue(out, trainer.net.to_arrays(), meta)
     return {"out": str(out), "train_dir": str(directory), "net": config.describe(), "arch": config.arch,
             "loss": options.loss, "data": [s["path"] for s in sources], "kind": data.kind, "positions": total,
             "train_positions": train_data.num_positions, "held_out_positions": held_data.num_positions if held_data else 0,
             "cached": all(s["cached"] for s in sources), "epochs": trainer.epoch,
-            "initial": trainer.history[0], "final": final, "seconds": round(time.perf_counter() - started, 2)}
+            "initial": trainer.history[0], "final": final, "pesto_slope": unit,
+            "seconds": round(time.perf_counter() - started, 2)}
