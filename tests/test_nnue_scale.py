@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import chess
 import numpy as np
 import pytest
 
@@ -81,6 +82,8 @@ def test_the_slope_is_least_squares_through_the_origin_within_the_limit() -> Non
     # No piece-square block, or too few positions: no slope (the trainer reports None), and PeSTO itself is refused.
     assert pesto_slope(featurise(fens(400), parse_features("h+v")), parse_features("h+v"), net_cp) is None
     assert pesto_slope(rows.take(np.arange(50)), fs, net_cp) is None
+    start = featurise([chess.STARTING_FEN] * 150, fs)  # PeSTO 0 everywhere: no slope, not a division by zero
+    assert pesto_slope(start, fs, lambda part: np.ones(part.num_positions)) is None
     with pytest.raises(InputError, match="feature set 'h\\+v': PeSTO's score is read from a piece-square block"):
         pesto_cp(rows, parse_features("h+v"))
 

@@ -66,14 +66,14 @@ def pesto_slope(rows: FeatureRows, fs: FeatureSet,
                 net_cp: Callable[[FeatureRows], np.ndarray]) -> dict[str, Any] | None:
     """``{"slope", "positions"}``: the least-squares slope through the origin of a net's centipawns
     (``net_cp(rows)``) on PeSTO's over the positions of ``rows`` that PeSTO scores within
-    ``SLOPE_LIMIT_CP``; None if ``fs`` has no piece-square block or fewer than ``MIN_SLOPE_POSITIONS``
-    positions are inside the limit."""
+    ``SLOPE_LIMIT_CP``; None if ``fs`` has no piece-square block, fewer than ``MIN_SLOPE_POSITIONS``
+    positions are inside the limit, or PeSTO scores every one of them 0 (nothing to measure against)."""
     if piece_square_block(fs) is None:
         return None
     pesto = pesto_cp(rows, fs).astype(np.float64)
     keep = np.flatnonzero(np.abs(pesto) <= SLOPE_LIMIT_CP)
-    if keep.size < MIN_SLOPE_POSITIONS:
-        return None
     x = pesto[keep]
+    if keep.size < MIN_SLOPE_POSITIONS or not x.any():
+        return None
     y = np.asarray(net_cp(rows.take(keep)), np.float64)
     return {"slope": float(np.dot(x, y)) / float(np.dot(x, x)), "positions": int(keep.size)}
