@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import chess
@@ -18,10 +17,8 @@ from alphazero.nets.features import parse_features
 from alphazero.nets.nnue import NNUEConfig, NNUENet
 from alphazero.nets.nnue_file import load_nnue
 from alphazero.search.evals import material
-from commands.main import main
+from tests.test_nnue_train import EVALS, SMALL, evals_head, nnue_train
 
-EVALS = Path("/work/shared/data/evals-dev.csv")
-SMALL = ["--l1", "16", "--batch-size", "64", "--threads", "1", "--keep-noisy"]
 # Beyond the data's middlegames: Black to move, an early extra queen each (phase above 24), bare kings,
 # a lone knight, pawns about to promote.
 ODD = ["rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
@@ -33,18 +30,6 @@ ODD = ["rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
 
 def fens(count: int) -> list[str]:
     return [line.split(",")[0] for line in EVALS.read_text().splitlines()[1:count + 1]] + ODD
-
-
-def evals_head(path: Path, count: int) -> Path:
-    path.write_text("".join(EVALS.read_text().splitlines(keepends=True)[:count + 1]))
-    return path
-
-
-def nnue_train(capsys, *args: str) -> tuple[int, dict | None, str]:
-    code = main(["nnue", "train", *args])
-    captured = capsys.readouterr()
-    summary = json.loads(captured.out.strip().splitlines()[-1]) if code == 0 else None
-    return code, summary, captured.out + captured.err
 
 
 @pytest.mark.parametrize("spec", ["all", "h+kb", "ka", "mc+all+pv"])
