@@ -72,8 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     loop = actions.add_parser(
         "loop", help="the bootstrapping loop, unattended: a net's games -> it fine-tuned on them -> a gauntlet; resumable",
-        description="Each turn the current net plays itself (datagen at --nodes), is fine-tuned on those games alone "
-                    "(--lr, --lr-decay, --epochs) and the new net plays a gauntlet against fixed players outside the "
+        description="Each turn the current net plays itself (datagen at --nodes), is fine-tuned on those games (with "
+                    "--window W, on the last W turns' games; --lr, --lr-decay, --epochs) and the new net plays a gauntlet against fixed players outside the "
                     "loop (default ab:material) at --movetime; the new net plays the next turn. Turn 0 is the start "
                     "net's gauntlet. --dir holds everything (loop.json, turn-K.csv/.npz/-vs-J.jsonl); the same "
                     "command continues a stopped loop, and a larger --turns extends a finished one.")
@@ -103,6 +103,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     loop.add_argument("--gate", action="store_true",
                       help="the best net so far by its gauntlet (the mean Elo over the fixed players) plays each turn's "
                            "games and is fine-tuned on them; without it the newest net does")
+    loop.add_argument("--window", type=int, default=LOOP.window, metavar="W",
+                      help="each turn's net is fine-tuned on the games of the last W turns, its own among them "
+                           f"(default {LOOP.window}: its own games alone); turn 0's games are --start-data")
+    loop.add_argument("--start-data", action="append", metavar="FILE",
+                      help="a file of positions the start net learned from (CSV or bullet text; repeatable): turn 0's "
+                           "games, in the window of the first turns")
     loop.add_argument("--workers", type=int, default=1, help="K > 1: games and gauntlets on K actors of a private local Ray")
     loop.add_argument("--json", action="store_true", help="print the loop's state as JSON (default: a table)")
     loop.set_defaults(func=run_loop)
@@ -137,7 +143,8 @@ def run_loop(args: argparse.Namespace) -> int:
     settings = LoopSettings(start=args.start, positions=args.positions, nodes=args.nodes, random_moves=args.random_moves,
                             book=args.book, lr=args.lr, lr_decay=args.lr_decay, epochs=args.epochs,
                             batch_size=args.batch_size, mirror=args.mirror, gauntlet=tuple(args.gauntlet or ()),
-                            gauntlet_games=args.gauntlet_games, movetime=args.movetime, gate=args.gate)
+                            gauntlet_games=args.gauntlet_games, movetime=args.movetime, gate=args.gate,
+                            window=args.window, start_data=tuple(args.start_data or ()))
     label = run_label
     arena = functools.partial(run_arena, progress="lines")
     if args.workers > 1:

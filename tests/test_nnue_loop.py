@@ -146,14 +146,17 @@ def test_a_loop_asked_other_settings_or_given_a_bad_start_says_so_and_writes_not
 
 
 def test_the_command_runs_a_real_turn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    start_data = tmp_path / "start.csv"  # the start net's games: with --window 2, turn 1 learns from them too
+    run_label(BOOK, "ab:material?nodes=60", str(start_data), file_positions=30)
     code = main(["nnue", "loop", "--dir", str(tmp_path / "loop"), "--start", str(START), "--turns", "1",
                  "--positions", "40", "--nodes", "60", "--epochs", "1", "--gauntlet-games", "2", "--movetime", "5",
-                 "--json"])
+                 "--window", "2", "--start-data", str(start_data), "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     state = json.loads(captured.out)
     last = state["turns"][-1]
     assert last["net"] == "turn-001.npz" and last["training"]["held_out_after"] > 0
+    assert last["training"]["data"] == [str(start_data.resolve()), "turn-001.csv"]
     assert sum(last["gauntlet"]["ab:material?movetime=5"][k] for k in ("wins", "draws", "losses")) == 2
     assert (tmp_path / "loop" / "turn-001.npz").read_bytes() != START.read_bytes()  # trained, not copied
 
@@ -165,3 +168,35 @@ def test_a_second_writer_of_the_same_loop_is_refused(tmp_path: Path) -> None:
     with DirectoryLock(tmp_path, "loop"), pytest.raises(UserError, match="loop"):
         loop(tmp_path, Fakes()).run(1)
     assert not (tmp_path / "loop.json").exists()
+
+
+def test_a_window_trains_each_turn_on_the_last_turns_games_with_the_start_data_as_turn_0(tmp_path: Path) -> None:
+    start_data = tmp_path / "start.csv"
+    run_label(BOOK, "ab:material?nodes=60", str(start_data), file_positions=20)
+    fakes = Fakes()
+    state = loop(tmp_path / "w", fakes, window=2, start_data=(str(start_data),)).run(3)
+    assert [[Path(d).name for d in t["data"]] for t in fakes.trainings] == [
+        ["start.csv", "turn-001.csv"], ["turn-001.csv", "turn-002.csv"], ["turn-002.csv", "turn-003.csv"]]
+    assert state["settings"]["window"] == 2 and state["settings"]["start_data"] == [str(start_data.resolve())]
+    # a window wider than the turns so far takes them all; the start data without a window is recorded, not used
+    wide = Fakes()
+    loop(tmp_path / "wide", wide, window=5, start_data=(str(start_data),)).run(2)
+    assert [[Path(d).name for d in t["data"]] for t in wide.trainings] == [
+        ["start.csv", "turn-001.csv"], ["start.csv", "turn-001.csv", "turn-002.csv"]]
+    alone = Fakes()
+    loop(tmp_path / "alone", alone, start_data=(str(start_data),)).run(1)
+    assert [[Path(d).name for d in t["data"]] for t in alone.trainings] == [["turn-001.csv"]]
+    # a loop begun before the window existed goes on with the default; another window is another loop
+    path = tmp_path / "alone" / "loop.json"
+    old = json.loads(path.read_text())
+    del old["settings"]["window"], old["settings"]["start_data"]
+    path.write_text(json.dumps(old))
+    with pytest.raises(InputError, match="other start_data"):
+        loop(tmp_path / "alone", Fakes(), start_data=(str(start_data),)).run(1)
+    assert loop(tmp_path / "alone", Fakes()).run(1)["turns"][-1]["turn"] == 1
+    with pytest.raises(InputError, match="other window"):
+        loop(tmp_path / "alone", Fakes(), window=3).run(1)
+    for wrong, says in (({"window": 0}, "--window"), ({"start_data": (str(tmp_path / "none.csv"),)}, "--start-data")):
+        with pytest.raises(InputError, match=says):
+            loop(tmp_path / "bad", Fakes(), **wrong).run(1)
+        assert not (tmp_path / "bad" / "loop.json").exists()

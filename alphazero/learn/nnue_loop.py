@@ -4,8 +4,11 @@ A turn is what docs/RESULTS.md ("NNUE from our own games") did by hand for gener
 
 1. **games**: the current net plays itself (``ab:NET?nodes=N``, book openings plus a few random moves,
    ``run_label``'s played games) until the turn's file holds ``positions`` positions;
-2. **training**: the current net is fine-tuned on those games alone (``train_nnue`` with ``init``, a small
-   learning rate: the rate that kept generation 2 and mended it, where the from-scratch rate forgot it);
+2. **training**: the current net is fine-tuned (``train_nnue`` with ``init``, a small learning rate: the rate
+   that kept generation 2 and mended it, where the from-scratch rate forgot it) on the games of the last
+   ``window`` turns, this turn's among them: AlphaZero's and lc0's window of recent games. Turn 0's games are
+   ``start_data``, the files the start net learned from, so the first turns also see them. The default window
+   of 1 is this turn's games alone;
 3. **gauntlet**: the new net plays fixed players outside the loop (``ab:material`` by default) at a fixed
    time a move, book openings, both colours, fishtest's adjudication; its Elo with a 95% interval.
 
@@ -66,12 +69,14 @@ class LoopSettings:
     gauntlet_games: int = 400
     movetime: int = 20
     gate: bool = False  # True: the best net so far by its gauntlet plays each turn's games, not the newest
+    window: int = 1  # a turn fine-tunes on the games of the last `window` turns (1: its own alone)
+    start_data: tuple[str, ...] = ()  # turn 0's games: files of positions the start net learned from
 
     def opponents(self) -> tuple[str, ...]:
         return self.gauntlet or (f"ab:material?movetime={self.movetime}",)
 
     def check(self) -> None:
-        for name in ("positions", "nodes", "epochs", "batch_size", "movetime"):
+        for name in ("positions", "nodes", "epochs", "batch_size", "movetime", "window"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.random_moves < 0:
@@ -83,11 +88,15 @@ class LoopSettings:
                              f"got {self.gauntlet_games}")
         if not Path(self.book).is_file():
             raise InputError(f"--book {self.book}: no such file")
+        for path in self.start_data:
+            if not Path(path).is_file():
+                raise InputError(f"--start-data {path}: no such file")
 
     def record(self) -> dict[str, Any]:
         record = asdict(self)
         record["start"] = str(Path(self.start).resolve())
         record["gauntlet"] = list(self.opponents())
+        record["start_data"] = [str(Path(path).resolve()) for path in self.start_data]
         return record
 
 
@@ -132,7 +141,7 @@ class Loop:
                 turns = state["turns"]
             except (ValueError, KeyError, TypeError) as error:
                 raise InputError(f"{state_path}: not a loop state file ({error})") from None
-            defaults = asdict(LoopSettings(start=""))  # a setting added since the loop began holds its default
+            defaults = LoopSettings(start="").record()  # a setting added since the loop began holds its default
             differ = sorted(key for key in set(wanted) | set(stored)
                             if wanted.get(key) != stored.get(key, defaults.get(key)))
             if differ:
@@ -171,17 +180,34 @@ class Loop:
                          **{key: summary[key] for key in ("games", "labelled", "repeated", "seconds") if key in summary}}
         self.save()
 
+    def relative(self, path: str) -> str:
+        """A file's name in ``loop.json``: its name within the loop's directory, else its whole path."""
+        return Path(path).name if Path(path).parent == self.directory else path
+
+    def window_data(self, turn: int) -> list[str]:
+        """The files turn ``turn`` fine-tunes on: the games of turns ``turn - window + 1`` to ``turn``, turn 0's
+        being the start data."""
+        files: list[str] = []
+        for record in self.state["turns"][max(0, turn - self.settings.window + 1):turn + 1]:
+            if record["turn"] == 0:
+                files.extend(self.settings.record()["start_data"])
+            else:
+                files.append(str(self.path(record["data"])))
+        return files
+
     def training(self, turn: dict[str, Any]) -> None:
         s = self.settings
         name = turn_name(turn["turn"])
         out = self.path(f"{name}.npz")
-        self.log(f"[loop] {name}: fine-tuning {turn['player']} on {turn['data']} (lr {s.lr:g}, x{s.lr_decay:g} an "
-                 f"epoch, {s.epochs} epochs)")
-        summary = self.train(data=(str(self.path(turn["data"])),), out=str(out), init=str(self.path(turn["player"])),
+        data = self.window_data(turn["turn"])
+        self.log(f"[loop] {name}: fine-tuning {turn['player']} on {', '.join(Path(f).name for f in data)} (lr {s.lr:g}, "
+                 f"x{s.lr_decay:g} an epoch, {s.epochs} epochs)")
+        summary = self.train(data=tuple(data), out=str(out), init=str(self.path(turn["player"])),
                              lr=s.lr, lr_decay=s.lr_decay, epochs=s.epochs, batch_size=s.batch_size, mirror=s.mirror,
                              cache_dir=str(self.path("nnue-cache")), log=self.log)
         turn["net"] = out.name
-        turn["training"] = {"positions": summary.get("positions"), "train_positions": summary.get("train_positions"),
+        turn["training"] = {"data": [self.relative(f) for f in data],
+                            "positions": summary.get("positions"), "train_positions": summary.get("train_positions"),
                             "held_out_before": summary.get("initial", {}).get("held_out_loss"),
                             "held_out_after": summary.get("final", {}).get("held_out_loss"),
                             "seconds": summary.get("seconds")}
