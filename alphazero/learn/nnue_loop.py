@@ -200,7 +200,7 @@ class Loop:
         name = turn_name(turn["turn"])
         out = self.path(f"{name}.npz")
         data = self.window_data(turn["turn"])
-        self.log(f"[loop] {name}: fine-tuning {turn['player']} on {', '.join(Path(f).name for f in data)} (lr {s.lr:g}, "
+        self.log(f"[loop] {name}: fine-tuning {turn['player']} on {', '.join(self.relative(f) for f in data)} (lr {s.lr:g}, "
                  f"x{s.lr_decay:g} an epoch, {s.epochs} epochs)")
         summary = self.train(data=tuple(data), out=str(out), init=str(self.path(turn["player"])),
                              lr=s.lr, lr_decay=s.lr_decay, epochs=s.epochs, batch_size=s.batch_size, mirror=s.mirror,
