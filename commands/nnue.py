@@ -73,8 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     loop = actions.add_parser(
         "loop", help="the bootstrapping loop, unattended: a net's games -> it fine-tuned on them -> a gauntlet; resumable",
         description="Each turn the current net plays itself (datagen at --nodes), is fine-tuned on those games (with "
-                    "--window W, on the last W turns' games; --lr, --lr-decay, --epochs) and the new net plays a gauntlet against fixed players outside the "
-                    "loop (default ab:material) at --movetime; the new net plays the next turn. Turn 0 is the start "
+                    "--window W, on the last W turns' games; --lr, --lr-decay, --epochs) and the new net plays a "
+                    "gauntlet against fixed players outside the loop (default ab:material) at --movetime; the new net plays the next turn. Turn 0 is the start "
                     "net's gauntlet. --dir holds everything (loop.json, turn-K.csv/.npz/-vs-J.jsonl); the same "
                     "command continues a stopped loop, and a larger --turns extends a finished one.")
     loop.add_argument("--dir", required=True, metavar="DIR", help="the loop's directory (created)")
