@@ -72,9 +72,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     loop = actions.add_parser(
         "loop", help="the bootstrapping loop, unattended: a net's games -> it fine-tuned on them -> a gauntlet; resumable",
-        description="Each turn the current net plays itself (datagen at --nodes), is fine-tuned on those games (with "
-                    "--window W, on the last W turns' games; --lr, --lr-decay, --epochs) and the new net plays a "
-                    "gauntlet against fixed players outside the loop (default ab:material) at --movetime; the new net plays the next turn. Turn 0 is the start "
+        description="Each turn the current net plays itself (datagen at --nodes; with --opponent-lag K, the net K turns "
+                    "older), is fine-tuned on those games (with --window W, on the last W turns' games; --lr, "
+                    "--lr-decay, --epochs) and the new net plays a gauntlet against fixed players outside the loop "
+                    "(default ab:material) at --movetime; the new net plays the next turn. Turn 0 is the start "
                     "net's gauntlet. --dir holds everything (loop.json, turn-K.csv/.npz/-vs-J.jsonl); the same "
                     "command continues a stopped loop, and a larger --turns extends a finished one.")
     loop.add_argument("--dir", required=True, metavar="DIR", help="the loop's directory (created)")
@@ -109,6 +110,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     loop.add_argument("--start-data", action="append", metavar="FILE",
                       help="a file of positions the start net learned from (CSV or bullet text; repeatable): turn 0's "
                            "games, in the window of the first turns")
+    loop.add_argument("--opponent-lag", type=int, default=LOOP.opponent_lag, metavar="K",
+                      help="each turn's games are its player against the net of the turn K before the player's "
+                           "(datagen --opponent: only the player's positions are written); default "
+                           f"{LOOP.opponent_lag}: the player plays itself")
+    loop.add_argument("--ancestor", dest="ancestors", action="append", metavar="NET",
+                      help="a net before --start (repeatable, newest first): the lagged opponents of the first turns")
     loop.add_argument("--workers", type=int, default=1, help="K > 1: games and gauntlets on K actors of a private local Ray")
     loop.add_argument("--json", action="store_true", help="print the loop's state as JSON (default: a table)")
     loop.set_defaults(func=run_loop)
@@ -144,7 +151,8 @@ def run_loop(args: argparse.Namespace) -> int:
                             book=args.book, lr=args.lr, lr_decay=args.lr_decay, epochs=args.epochs,
                             batch_size=args.batch_size, mirror=args.mirror, gauntlet=tuple(args.gauntlet or ()),
                             gauntlet_games=args.gauntlet_games, movetime=args.movetime, gate=args.gate,
-                            window=args.window, start_data=tuple(args.start_data or ()))
+                            window=args.window, start_data=tuple(args.start_data or ()),
+                            opponent_lag=args.opponent_lag, ancestors=tuple(args.ancestors or ()))
     label = run_label
     arena = functools.partial(run_arena, progress="lines")
     if args.workers > 1:

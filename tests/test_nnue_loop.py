@@ -200,3 +200,39 @@ def test_a_window_trains_each_turn_on_the_last_turns_games_with_the_start_data_a
         with pytest.raises(InputError, match=says):
             loop(tmp_path / "bad", Fakes(), **wrong).run(1)
         assert not (tmp_path / "bad" / "loop.json").exists()
+
+
+def test_a_lagged_opponent_is_the_net_k_turns_back_and_an_ancestor_before_turn_0(tmp_path: Path) -> None:
+    ancestor = START.parent / "nnue-own-gen3.npz"  # generation 4's parent
+
+    def players(fakes: Fakes) -> list[tuple[str, str]]:
+        return [(Path(call["spec"].split("?")[0][3:]).name, Path(call["opponent"].split("?")[0][3:]).name)
+                for call in fakes.labels]
+
+    lagged = Fakes()
+    state = loop(tmp_path / "lag1", lagged, opponent_lag=1, ancestors=(str(ancestor),)).run(3)
+    assert players(lagged) == [("turn-000.npz", "nnue-own-gen3.npz"), ("turn-001.npz", "turn-000.npz"),
+                               ("turn-002.npz", "turn-001.npz")]
+    assert all(call["opponent"].endswith("?nodes=60") for call in lagged.labels)
+    assert [turn.get("opponent") for turn in state["turns"]] == [None, str(ancestor), "turn-000.npz", "turn-001.npz"]
+    assert "turn-000.npz v nnue-own-gen3.npz" in format_loop(state).splitlines()[2]
+    assert state["settings"]["opponent_lag"] == 1 and state["settings"]["ancestors"] == [str(ancestor)]
+    assert all(len(LabelFile(tmp_path / "lag1" / f"turn-00{k}.csv").existing()) >= 30 for k in (1, 2, 3))
+    # a lag reaching past the ancestors takes the oldest known net; with none, turn 0's net plays itself
+    far = Fakes()
+    loop(tmp_path / "lag2", far, opponent_lag=2, ancestors=(str(ancestor),)).run(3)
+    assert [opponent for _, opponent in players(far)] == ["nnue-own-gen3.npz", "nnue-own-gen3.npz", "turn-000.npz"]
+    alone = Fakes()
+    loop(tmp_path / "none", alone, opponent_lag=1).run(2)
+    assert [call["opponent"] for call in alone.labels][0] == ""
+    assert players(alone)[1] == ("turn-001.npz", "turn-000.npz")
+    # another lag is another loop; a negative lag or a missing or broken ancestor is refused with nothing written
+    with pytest.raises(InputError, match="other opponent_lag"):
+        loop(tmp_path / "none", Fakes(), opponent_lag=2).run(2)
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes(b"not a net")
+    for wrong, says in (({"opponent_lag": -1}, "--opponent-lag"), ({"ancestors": (str(tmp_path / "no.npz"),)}, "--ancestor"),
+                        ({"opponent_lag": 1, "ancestors": (str(broken),)}, "broken.npz")):
+        with pytest.raises(InputError, match=says):
+            loop(tmp_path / "bad", Fakes(), **wrong).run(1)
+        assert not (tmp_path / "bad" / "loop.json").exists()

@@ -3,7 +3,10 @@
 A turn is what docs/RESULTS.md ("NNUE from our own games") did by hand for generations 3 and 4:
 
 1. **games**: the current net plays itself (``ab:NET?nodes=N``, book openings plus a few random moves,
-   ``run_label``'s played games) until the turn's file holds ``positions`` positions;
+   ``run_label``'s played games) until the turn's file holds ``positions`` positions; with ``opponent_lag`` K it
+   plays the net of the turn K before its own instead (``datagen --opponent``: White and Black in turn, only the
+   player's positions written), the nets before turn 0 being ``ancestors`` (the start net's forebears, newest
+   first; where they run out, the oldest one known; where none is older than the player, it plays itself);
 2. **training**: the current net is fine-tuned (``train_nnue`` with ``init``, a small learning rate: the rate
    that kept generation 2 and mended it, where the from-scratch rate forgot it) on the games of the last
    ``window`` turns, this turn's among them: AlphaZero's and lc0's window of recent games. Turn 0's games are
@@ -71,6 +74,8 @@ class LoopSettings:
     gate: bool = False  # True: the best net so far by its gauntlet plays each turn's games, not the newest
     window: int = 1  # a turn fine-tunes on the games of the last `window` turns (1: its own alone)
     start_data: tuple[str, ...] = ()  # turn 0's games: files of positions the start net learned from
+    opponent_lag: int = 0  # 0: the player plays itself; K: it plays the net of the turn K before its own
+    ancestors: tuple[str, ...] = ()  # the start net's forebears, newest first: the lagged opponents of the first turns
 
     def opponents(self) -> tuple[str, ...]:
         return self.gauntlet or (f"ab:material?movetime={self.movetime}",)
@@ -79,8 +84,9 @@ class LoopSettings:
         for name in ("positions", "nodes", "epochs", "batch_size", "movetime", "window"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.random_moves < 0:
-            raise InputError(f"--random-moves must be at least 0, got {self.random_moves}")
+        for name in ("random_moves", "opponent_lag"):
+            if getattr(self, name) < 0:
+                raise InputError(f"--{name.replace('_', '-')} must be at least 0, got {getattr(self, name)}")
         if not self.lr > 0 or not 0 < self.lr_decay <= 1:
             raise InputError(f"--lr must be positive and --lr-decay in (0, 1], got {self.lr} and {self.lr_decay}")
         if self.gauntlet_games < 2 or self.gauntlet_games % 2:
@@ -88,15 +94,17 @@ class LoopSettings:
                              f"got {self.gauntlet_games}")
         if not Path(self.book).is_file():
             raise InputError(f"--book {self.book}: no such file")
-        for path in self.start_data:
-            if not Path(path).is_file():
-                raise InputError(f"--start-data {path}: no such file")
+        for flag, paths in (("--start-data", self.start_data), ("--ancestor", self.ancestors)):
+            for path in paths:
+                if not Path(path).is_file():
+                    raise InputError(f"{flag} {path}: no such file")
 
     def record(self) -> dict[str, Any]:
         record = asdict(self)
         record["start"] = str(Path(self.start).resolve())
         record["gauntlet"] = list(self.opponents())
         record["start_data"] = [str(Path(path).resolve()) for path in self.start_data]
+        record["ancestors"] = [str(Path(path).resolve()) for path in self.ancestors]
         return record
 
 
@@ -151,7 +159,8 @@ class Loop:
                 raise InputError(f"{state_path}: no turns recorded")
             self.state = state
             return
-        load_nnue(self.settings.start)  # a bad start net fails now, with its own message
+        for net in (self.settings.start, *self.settings.ancestors):
+            load_nnue(net)  # a bad net fails now, with its own message
         first = self.path(f"{turn_name(0)}.npz")
         atomic_write(first, lambda handle: handle.write(Path(self.settings.start).read_bytes()))
         self.state = {"version": VERSION, "settings": wanted, "turns": [{"turn": 0, "net": first.name}]}
@@ -161,20 +170,36 @@ class Loop:
         atomic_write_text(self.path(STATE), json.dumps(self.state, indent=1) + "\n")
 
     # -- the steps ------------------------------------------------------------------------------------
-    def games(self, turn: dict[str, Any], player_net: str) -> None:
+    def opponent(self, player_turn: int) -> str | None:
+        """The net that turn ``player_turn``'s net meets in its games with ``opponent_lag``: the net of the turn
+        ``opponent_lag`` before it, or before turn 0 an ancestor (the oldest given where the lag reaches
+        further back); None where that would be the player itself (no lag, or turn 0 with no ancestors)."""
+        s = self.settings
+        index = player_turn - s.opponent_lag
+        if s.opponent_lag == 0 or (index < 0 and not s.ancestors and player_turn == 0):
+            return None
+        if index >= 0 or not s.ancestors:
+            return str(self.path(self.state["turns"][max(index, 0)]["net"]))
+        return s.record()["ancestors"][min(-index, len(s.ancestors)) - 1]
+
+    def games(self, turn: dict[str, Any], player: dict[str, Any]) -> None:
         from alphazero.learn.label import LabelFile
 
         s = self.settings
         out = self.path(f"{turn_name(turn['turn'])}.csv")
-        spec = f"ab:{self.path(player_net)}?nodes={s.nodes}"
-        self.log(f"[loop] {turn_name(turn['turn'])}: games of {player_net} at {s.nodes} nodes until {out.name} "
-                 f"holds {s.positions} positions")
+        spec = f"ab:{self.path(player['net'])}?nodes={s.nodes}"
+        opponent = self.opponent(player["turn"])
+        against = f" against {self.relative(opponent)}" if opponent else ""
+        self.log(f"[loop] {turn_name(turn['turn'])}: games of {player['net']}{against} at {s.nodes} nodes until "
+                 f"{out.name} holds {s.positions} positions")
         # Each turn its own openings and random moves (datagen's default seed, the rows already in the file,
         # would give every turn's file the same ones), and a resumed sitting new games after those played.
         before = len(LabelFile(out).existing())
         summary = self.label(s.book, spec, str(out), random_moves=s.random_moves, file_positions=s.positions,
-                             seed=turn["turn"] * SEED_STRIDE + before)
-        turn["player"] = player_net
+                             seed=turn["turn"] * SEED_STRIDE + before,
+                             opponent=f"ab:{opponent}?nodes={s.nodes}" if opponent else "")
+        turn["player"] = player["net"]
+        turn["opponent"] = self.relative(opponent) if opponent else None
         turn["data"] = out.name
         turn["games"] = {"positions_in_file": before + summary["labelled"],
                          **{key: summary[key] for key in ("games", "labelled", "repeated", "seconds") if key in summary}}
@@ -265,7 +290,7 @@ class Loop:
                 self.log(f"[loop] {turn_name(turn['turn'])}: the gate keeps {player['net']} (gauntlet "
                          f"{gauntlet_mean(player, opponents):+.0f}) over {newest['net']} "
                          f"({gauntlet_mean(newest, opponents):+.0f})")
-            self.games(turn, player["net"])
+            self.games(turn, player)
         if "net" not in turn:
             self.training(turn)
 
@@ -300,7 +325,7 @@ def format_gauntlet(result: dict[str, Any]) -> str:
 def format_loop(state: dict[str, Any]) -> str:
     """The turns as a table: each net, its data, its training and its gauntlet figures."""
     opponents = state["settings"]["gauntlet"]
-    lines = ["turn  net            games of       positions  held-out loss       "
+    lines = ["turn  net            games of                      positions  held-out loss       "
              + "  ".join(f"against {o}" for o in opponents)]
     for turn in state["turns"]:
         games = turn.get("games", {})
@@ -309,7 +334,8 @@ def format_loop(state: dict[str, Any]) -> str:
                 if training.get("held_out_before") is not None and training.get("held_out_after") is not None else "")
         gauntlet = turn.get("gauntlet", {})
         figures = "  ".join(format_gauntlet(gauntlet[o]) if o in gauntlet else "(not played)" for o in opponents)
-        lines.append(f"{turn['turn']:>4}  {turn.get('net', '(training)'):<13}  {turn.get('player', ''):<13}  "
+        games_of = turn.get("player", "") + (f" v {Path(turn['opponent']).name}" if turn.get("opponent") else "")
+        lines.append(f"{turn['turn']:>4}  {turn.get('net', '(training)'):<13}  {games_of:<28}  "
                      f"{games.get('positions_in_file', ''):>9}  "
                      f"{loss:<18}  {figures}")
     return "\n".join(lines)
