@@ -31,7 +31,10 @@ def test_the_scale_tool_reports_ingestion_sampling_and_broadcast_with_memory_sam
 
     (row,) = figures["ingestion"]
     assert row["actors"] == 2 and row["offered_positions_per_s"] == 400
-    assert 0 < row["positions_per_s"] <= 1.5 * 400 and row["games"] > 0 and row["positions"] == 40 * row["games"]
+    assert row["positions_per_s"] > 0 and row["games"] > 0 and row["positions"] == 40 * row["games"]
+    # The actors play at the offered rate: over the whole run no more than that arrives. (The steady rate spans a
+    # second or less, and results land 80 positions at a time, so a loaded machine can read it 1.6x high.)
+    assert row["positions"] <= 400 * row["seconds"]
     assert 0 < row["driver_busy"] < 1
     assert row["ms_per_result"]["write_shard"] > 0 and row["ms_per_result"]["write_inflight"] > 0
     for memory in ("driver_rss_mb", "learner_rss_mb", "object_store_mib"):
