@@ -171,16 +171,13 @@ class Loop:
 
     # -- the steps ------------------------------------------------------------------------------------
     def opponent(self, player_turn: int) -> str | None:
-        """The net that turn ``player_turn``'s net meets in its games with ``opponent_lag``: the net of the turn
-        ``opponent_lag`` before it, or before turn 0 an ancestor (the oldest given where the lag reaches
-        further back); None where that would be the player itself (no lag, or turn 0 with no ancestors)."""
-        s = self.settings
-        index = player_turn - s.opponent_lag
-        if s.opponent_lag == 0 or (index < 0 and not s.ancestors and player_turn == 0):
-            return None
-        if index >= 0 or not s.ancestors:
-            return str(self.path(self.state["turns"][max(index, 0)]["net"]))
-        return s.record()["ancestors"][min(-index, len(s.ancestors)) - 1]
+        """The net that turn ``player_turn``'s net meets in its games: the one ``opponent_lag`` places before it
+        in the line of nets (the ancestors, oldest first, then each turn's), or the line's first where the lag
+        reaches past it; None where that is the player itself (no lag, or turn 0 with no ancestors)."""
+        line = [*reversed(self.settings.record()["ancestors"]),
+                *(str(self.path(turn["net"])) for turn in self.state["turns"][:player_turn + 1])]
+        theirs = max(len(line) - 1 - self.settings.opponent_lag, 0)
+        return None if theirs == len(line) - 1 else line[theirs]
 
     def games(self, turn: dict[str, Any], player: dict[str, Any]) -> None:
         from alphazero.learn.label import LabelFile
