@@ -291,7 +291,7 @@ def test_an_nnue_file_given_as_a_policy_value_network_is_named_as_such(tmp_path,
 
 
 @pytest.mark.parametrize("name", ["nnue-all-128.npz", "nnue-own-3m.npz", "nnue-own-gen2.npz", "nnue-own-gen3.npz", "nnue-own-gen4.npz",
-                                  "nnue-own-gen5.npz"])
+                                  "nnue-own-gen5.npz", "nnue-own-gen6.npz", "nnue-own-gen7.npz", "nnue-own-gen8.npz"])
 def test_the_shipped_nets_load_and_know_material(name: str) -> None:
     """docs/nets/ (the nets docs/RESULTS.md measures: Stockfish's labels, and our own games only): the
     quantised net says the start is about level, a queen up is winning for whoever has it, from either
