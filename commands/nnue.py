@@ -73,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     loop = actions.add_parser(
         "loop", help="the bootstrapping loop, unattended: a net's games -> it fine-tuned on them -> a gauntlet; resumable",
         description="Each turn the current net plays itself (datagen at --nodes; with --opponent-lag K, the net K turns "
-                    "older), is fine-tuned on those games (with --window W, on the last W turns' games; --lr, "
+                    "older; with --self-positions N, then itself for N positions as well), is fine-tuned on those games (with --window W, on the last W turns' games; --lr, "
                     "--lr-decay, --epochs) and the new net plays a gauntlet against fixed players outside the loop "
                     "(default ab:material) at --movetime; the new net plays the next turn. Turn 0 is the start "
                     "net's gauntlet. --dir holds everything (loop.json, turn-K.csv/.npz/-vs-J.jsonl); the same "
@@ -114,6 +114,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="each turn's games are its player against the net of the turn K before the player's "
                            "(datagen --opponent: only the player's positions are written); default "
                            f"{LOOP.opponent_lag}: the player plays itself")
+    loop.add_argument("--self-positions", type=int, default=LOOP.self_positions, metavar="N",
+                      help="each turn's player also plays itself for N positions (turn-K-self.csv) and is fine-tuned on "
+                           "those games with the others: with --opponent-lag, the recipe of generations 6 and 8 "
+                           f"(default {LOOP.self_positions}: none)")
     loop.add_argument("--ancestor", dest="ancestors", action="append", metavar="NET",
                       help="a net before --start (repeatable, newest first): the lagged opponents of the first turns")
     loop.add_argument("--workers", type=int, default=1, help="K > 1: games and gauntlets on K actors of a private local Ray")
@@ -152,7 +156,8 @@ def run_loop(args: argparse.Namespace) -> int:
                             batch_size=args.batch_size, mirror=args.mirror, gauntlet=tuple(args.gauntlet or ()),
                             gauntlet_games=args.gauntlet_games, movetime=args.movetime, gate=args.gate,
                             window=args.window, start_data=tuple(args.start_data or ()),
-                            opponent_lag=args.opponent_lag, ancestors=tuple(args.ancestors or ()))
+                            opponent_lag=args.opponent_lag, ancestors=tuple(args.ancestors or ()),
+                            self_positions=args.self_positions)
     label = run_label
     arena = functools.partial(run_arena, progress="lines")
     if args.workers > 1:

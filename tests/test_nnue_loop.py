@@ -11,7 +11,7 @@ import pytest
 
 from alphazero.errors import InputError
 from alphazero.learn.label import LabelFile, run_label
-from alphazero.learn.nnue_loop import SEED_STRIDE, Loop, LoopSettings, format_loop
+from alphazero.learn.nnue_loop import SEED_STRIDE, SELF_SEEDS, Loop, LoopSettings, format_loop
 from commands.main import main
 
 START = Path(__file__).resolve().parent.parent / "docs" / "nets" / "nnue-own-gen4.npz"
@@ -26,9 +26,13 @@ class Fakes:
         self.trainings: list[dict[str, Any]] = []
         self.arenas: list[tuple[str, str, dict[str, Any]]] = []
         self.stop_training_at = stop_training_at
+        self.stop_games_at: str | None = None  # a games file whose games are interrupted before they start
         self.elos = elos or {}  # net file name -> its gauntlet's Elo (default 100)
 
     def label(self, book: str, spec: str, out: str, **kw: Any) -> dict:
+        if Path(out).name == self.stop_games_at:
+            self.stop_games_at = None
+            raise KeyboardInterrupt
         self.labels.append({"spec": spec, "out": out, **kw})
         return run_label(book, spec, out, **kw)
 
@@ -150,13 +154,14 @@ def test_the_command_runs_a_real_turn(tmp_path: Path, capsys: pytest.CaptureFixt
     run_label(BOOK, "ab:material?nodes=60", str(start_data), file_positions=30)
     code = main(["nnue", "loop", "--dir", str(tmp_path / "loop"), "--start", str(START), "--turns", "1",
                  "--positions", "40", "--nodes", "60", "--epochs", "1", "--gauntlet-games", "2", "--movetime", "5",
-                 "--window", "2", "--start-data", str(start_data), "--json"])
+                 "--window", "2", "--start-data", str(start_data), "--self-positions", "20", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     state = json.loads(captured.out)
     last = state["turns"][-1]
     assert last["net"] == "turn-001.npz" and last["training"]["held_out_after"] > 0
-    assert last["training"]["data"] == [str(start_data.resolve()), "turn-001.csv"]
+    assert last["training"]["data"] == [str(start_data.resolve()), "turn-001.csv", "turn-001-self.csv"]
+    assert state["settings"]["self_positions"] == 20 and last["self_games"]["positions_in_file"] >= 20
     assert sum(last["gauntlet"]["ab:material?movetime=5"][k] for k in ("wins", "draws", "losses")) == 2
     assert (tmp_path / "loop" / "turn-001.npz").read_bytes() != START.read_bytes()  # trained, not copied
 
@@ -236,3 +241,36 @@ def test_a_lagged_opponent_is_the_net_k_turns_back_and_an_ancestor_before_turn_0
         with pytest.raises(InputError, match=says):
             loop(tmp_path / "bad", Fakes(), **wrong).run(1)
         assert not (tmp_path / "bad" / "loop.json").exists()
+
+
+def test_self_positions_add_the_player_s_own_games_to_each_turn_and_its_training(tmp_path: Path) -> None:
+    ancestor = START.parent / "nnue-own-gen3.npz"
+    fakes = Fakes()
+    fakes.stop_games_at = "turn-002-self.csv"
+    with pytest.raises(KeyboardInterrupt):
+        loop(tmp_path, fakes, opponent_lag=1, ancestors=(str(ancestor),), self_positions=20, window=2).run(2)
+    state = json.loads((tmp_path / "loop.json").read_text())
+    assert "data" in state["turns"][2] and "self_data" not in state["turns"][2]  # the games against the older net kept
+    resumed = Fakes()
+    state = loop(tmp_path, resumed, opponent_lag=1, ancestors=(str(ancestor),), self_positions=20, window=2).run(2)
+    calls = [*fakes.labels, *resumed.labels]
+    # each turn: its player against the net before it, then the same player against itself, seeded apart
+    assert [(Path(c["spec"].split("?")[0][3:]).name, Path(c["opponent"].split("?")[0][3:]).name if c["opponent"] else "",
+             Path(c["out"]).name, c["file_positions"], c["seed"]) for c in calls] == [
+        ("turn-000.npz", "nnue-own-gen3.npz", "turn-001.csv", 30, SEED_STRIDE),
+        ("turn-000.npz", "", "turn-001-self.csv", 20, SEED_STRIDE + SELF_SEEDS),
+        ("turn-001.npz", "turn-000.npz", "turn-002.csv", 30, 2 * SEED_STRIDE),
+        ("turn-001.npz", "", "turn-002-self.csv", 20, 2 * SEED_STRIDE + SELF_SEEDS)]
+    assert LabelFile(tmp_path / "turn-002-self.csv").existing() != LabelFile(tmp_path / "turn-002.csv").existing()
+    # each net is fine-tuned on both kinds of games of the turns in its window
+    assert [[Path(d).name for d in t["data"]] for t in [*fakes.trainings, *resumed.trainings]] == [
+        ["turn-001.csv", "turn-001-self.csv"], ["turn-001.csv", "turn-001-self.csv", "turn-002.csv", "turn-002-self.csv"]]
+    assert all(turn["self_games"]["positions_in_file"] >= 20 for turn in state["turns"][1:])
+    assert "turn-001.npz v turn-000.npz + self" in format_loop(state)
+    assert f"{state['turns'][2]['games']['positions_in_file']}+{state['turns'][2]['self_games']['positions_in_file']}" \
+        in format_loop(state)
+    # other own-games settings are another loop; a negative count is refused
+    with pytest.raises(InputError, match="other self_positions"):
+        loop(tmp_path, Fakes(), opponent_lag=1, ancestors=(str(ancestor),), window=2).run(2)
+    with pytest.raises(InputError, match="--self-positions"):
+        loop(tmp_path / "bad", Fakes(), self_positions=-1).run(1)

@@ -7,9 +7,13 @@ A turn is what docs/RESULTS.md ("NNUE from our own games") did by hand for gener
    plays the net of the turn K before its own instead (``datagen --opponent``: White and Black in turn, only the
    player's positions written), the nets before turn 0 being ``ancestors`` (the start net's forebears, newest
    first; where they run out, the oldest one known; where none is older than the player, it plays itself);
+   with ``self_positions`` N the player then also plays itself for N positions (``turn-k-self.csv``), so the
+   turn holds both kinds of games: the recipe of generations 6 and 8 in docs/RESULTS.md, where the games
+   against the older net alone and the player's own games alone were each level and the two together
+   separated;
 2. **training**: the current net is fine-tuned (``train_nnue`` with ``init``, a small learning rate: the rate
    that kept generation 2 and mended it, where the from-scratch rate forgot it) on the games of the last
-   ``window`` turns, this turn's among them: AlphaZero's and lc0's window of recent games. Turn 0's games are
+   ``window`` turns (each turn's files), this turn's among them: AlphaZero's and lc0's window of recent games. Turn 0's games are
    ``start_data``, the files the start net learned from, so the first turns also see them. The default window
    of 1 is this turn's games alone;
 3. **gauntlet**: the new net plays fixed players outside the loop (``ab:material`` by default) at a fixed
@@ -24,7 +28,7 @@ stronger than it is (+151 head to head, +40 against PeSTO, for generation 3).
 
 Everything lives in one directory: ``loop.json`` (the settings and each turn's finished steps, written
 atomically after every step), ``turn-000.npz`` (a copy of the starting net), and for turn k
-``turn-k.csv`` (its games), ``turn-k.npz`` (its net; ``turn-k.train/`` the trainer's state and curves),
+``turn-k.csv`` (its games; ``turn-k-self.csv`` its player's own games), ``turn-k.npz`` (its net; ``turn-k.train/`` the trainer's state and curves),
 ``turn-k-vs-j.jsonl`` (its gauntlet games against the j-th player). Each step resumes as its own command
 does (datagen appends to its file up to the target, the trainer continues from its state, the arena plays
 the game pairs not yet in its file), so the same command continues a loop stopped at any moment; a larger
@@ -46,6 +50,7 @@ from alphazero.fileio import DirectoryLock, atomic_write, atomic_write_text
 STATE = "loop.json"
 VERSION = 1
 SEED_STRIDE = 10_000_000  # turn k's games are seeded from k * SEED_STRIDE + the positions already in its file
+SELF_SEEDS = SEED_STRIDE // 2  # and its player's own games (self_positions) from k * SEED_STRIDE + SELF_SEEDS + those
 
 Log = Callable[[str], None]
 LabelRunner = Callable[..., dict]
@@ -76,6 +81,7 @@ class LoopSettings:
     start_data: tuple[str, ...] = ()  # turn 0's games: files of positions the start net learned from
     opponent_lag: int = 0  # 0: the player plays itself; K: it plays the net of the turn K before its own
     ancestors: tuple[str, ...] = ()  # the start net's forebears, newest first: the lagged opponents of the first turns
+    self_positions: int = 0  # N > 0: each turn the player also plays itself for N positions, trained on with the rest
 
     def opponents(self) -> tuple[str, ...]:
         return self.gauntlet or (f"ab:material?movetime={self.movetime}",)
@@ -84,7 +90,7 @@ class LoopSettings:
         for name in ("positions", "nodes", "epochs", "batch_size", "movetime", "window"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        for name in ("random_moves", "opponent_lag"):
+        for name in ("random_moves", "opponent_lag", "self_positions"):
             if getattr(self, name) < 0:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 0, got {getattr(self, name)}")
         if not self.lr > 0 or not 0 < self.lr_decay <= 1:
@@ -180,41 +186,56 @@ class Loop:
         return None if theirs == len(line) - 1 else line[theirs]
 
     def games(self, turn: dict[str, Any], player: dict[str, Any]) -> None:
+        """The turn's games: its player against the lagged opponent (or itself), into ``turn-k.csv``."""
+        opponent = self.opponent(player["turn"])
+        out = f"{turn_name(turn['turn'])}.csv"
+        turn["games"] = self.play(turn, player, opponent, out, self.settings.positions, seed=turn["turn"] * SEED_STRIDE)
+        turn["player"] = player["net"]
+        turn["opponent"] = self.relative(opponent) if opponent else None
+        turn["data"] = out
+        self.save()
+
+    def own_games(self, turn: dict[str, Any], player: dict[str, Any]) -> None:
+        """With ``self_positions``: the same player's games against itself as well, into ``turn-k-self.csv``."""
+        out = f"{turn_name(turn['turn'])}-self.csv"
+        turn["self_games"] = self.play(turn, player, None, out, self.settings.self_positions,
+                                       seed=turn["turn"] * SEED_STRIDE + SELF_SEEDS)
+        turn["self_data"] = out
+        self.save()
+
+    def play(self, turn: dict[str, Any], player: dict[str, Any], opponent: str | None, name: str, positions: int,
+             seed: int) -> dict[str, Any]:
+        """Games of ``player`` against ``opponent`` (None: itself) until the file ``name`` holds ``positions``
+        positions; what they gave."""
         from alphazero.learn.label import LabelFile
 
         s = self.settings
-        out = self.path(f"{turn_name(turn['turn'])}.csv")
+        out = self.path(name)
         spec = f"ab:{self.path(player['net'])}?nodes={s.nodes}"
-        opponent = self.opponent(player["turn"])
         against = f" against {self.relative(opponent)}" if opponent else ""
         self.log(f"[loop] {turn_name(turn['turn'])}: games of {player['net']}{against} at {s.nodes} nodes until "
-                 f"{out.name} holds {s.positions} positions")
+                 f"{out.name} holds {positions} positions")
         # Each turn its own openings and random moves (datagen's default seed, the rows already in the file,
         # would give every turn's file the same ones), and a resumed sitting new games after those played.
         before = len(LabelFile(out).existing())
-        summary = self.label(s.book, spec, str(out), random_moves=s.random_moves, file_positions=s.positions,
-                             seed=turn["turn"] * SEED_STRIDE + before,
-                             opponent=f"ab:{opponent}?nodes={s.nodes}" if opponent else "")
-        turn["player"] = player["net"]
-        turn["opponent"] = self.relative(opponent) if opponent else None
-        turn["data"] = out.name
-        turn["games"] = {"positions_in_file": before + summary["labelled"],
-                         **{key: summary[key] for key in ("games", "labelled", "repeated", "seconds") if key in summary}}
-        self.save()
+        summary = self.label(s.book, spec, str(out), random_moves=s.random_moves, file_positions=positions,
+                             seed=seed + before, opponent=f"ab:{opponent}?nodes={s.nodes}" if opponent else "")
+        return {"positions_in_file": before + summary["labelled"],
+                **{key: summary[key] for key in ("games", "labelled", "repeated", "seconds") if key in summary}}
 
     def relative(self, path: str) -> str:
         """A file's name in ``loop.json``: its name within the loop's directory, else its whole path."""
         return Path(path).name if Path(path).parent == self.directory else path
 
     def window_data(self, turn: int) -> list[str]:
-        """The files turn ``turn`` fine-tunes on: the games of turns ``turn - window + 1`` to ``turn``, turn 0's
-        being the start data."""
+        """The files turn ``turn`` fine-tunes on: the games of turns ``turn - window + 1`` to ``turn`` (each turn's
+        own games after its games against the older net), turn 0's being the start data."""
         files: list[str] = []
         for record in self.state["turns"][max(0, turn - self.settings.window + 1):turn + 1]:
             if record["turn"] == 0:
                 files.extend(self.settings.record()["start_data"])
             else:
-                files.append(str(self.path(record["data"])))
+                files.extend(str(self.path(record[key])) for key in ("data", "self_data") if key in record)
         return files
 
     def training(self, turn: dict[str, Any]) -> None:
@@ -280,14 +301,18 @@ class Loop:
             return self.state
 
     def step(self, turn: dict[str, Any]) -> None:
-        if "data" not in turn:
+        own = self.settings.self_positions > 0
+        if "data" not in turn or own and "self_data" not in turn:
             player, newest = self.player(turn["turn"]), self.state["turns"][turn["turn"] - 1]
             if player is not newest:
                 opponents = self.settings.opponents()
                 self.log(f"[loop] {turn_name(turn['turn'])}: the gate keeps {player['net']} (gauntlet "
                          f"{gauntlet_mean(player, opponents):+.0f}) over {newest['net']} "
                          f"({gauntlet_mean(newest, opponents):+.0f})")
-            self.games(turn, player)
+            if "data" not in turn:
+                self.games(turn, player)
+            if own and "self_data" not in turn:
+                self.own_games(turn, player)
         if "net" not in turn:
             self.training(turn)
 
@@ -322,7 +347,7 @@ def format_gauntlet(result: dict[str, Any]) -> str:
 def format_loop(state: dict[str, Any]) -> str:
     """The turns as a table: each net, its data, its training and its gauntlet figures."""
     opponents = state["settings"]["gauntlet"]
-    lines = ["turn  net            games of                      positions  held-out loss       "
+    lines = ["turn  net            games of                      positions        held-out loss       "
              + "  ".join(f"against {o}" for o in opponents)]
     for turn in state["turns"]:
         games = turn.get("games", {})
@@ -332,7 +357,10 @@ def format_loop(state: dict[str, Any]) -> str:
         gauntlet = turn.get("gauntlet", {})
         figures = "  ".join(format_gauntlet(gauntlet[o]) if o in gauntlet else "(not played)" for o in opponents)
         games_of = turn.get("player", "") + (f" v {Path(turn['opponent']).name}" if turn.get("opponent") else "")
+        positions = str(games.get("positions_in_file", ""))
+        if "self_games" in turn:  # and the player's own games
+            games_of, positions = f"{games_of} + self", f"{positions}+{turn['self_games']['positions_in_file']}"
         lines.append(f"{turn['turn']:>4}  {turn.get('net', '(training)'):<13}  {games_of:<28}  "
-                     f"{games.get('positions_in_file', ''):>9}  "
+                     f"{positions:>15}  "
                      f"{loss:<18}  {figures}")
     return "\n".join(lines)
