@@ -347,7 +347,7 @@ def format_gauntlet(result: dict[str, Any]) -> str:
 def format_loop(state: dict[str, Any]) -> str:
     """The turns as a table: each net, its data, its training and its gauntlet figures."""
     opponents = state["settings"]["gauntlet"]
-    lines = ["turn  net            games of                      positions        held-out loss       "
+    lines = ["turn  net            games of                              positions        held-out loss       "
              + "  ".join(f"against {o}" for o in opponents)]
     for turn in state["turns"]:
         games = turn.get("games", {})
@@ -360,7 +360,7 @@ def format_loop(state: dict[str, Any]) -> str:
         positions = str(games.get("positions_in_file", ""))
         if "self_games" in turn:  # and the player's own games
             games_of, positions = f"{games_of} + self", f"{positions}+{turn['self_games']['positions_in_file']}"
-        lines.append(f"{turn['turn']:>4}  {turn.get('net', '(training)'):<13}  {games_of:<28}  "
+        lines.append(f"{turn['turn']:>4}  {turn.get('net', '(training)'):<13}  {games_of:<36}  "
                      f"{positions:>15}  "
                      f"{loss:<18}  {figures}")
     return "\n".join(lines)
