@@ -129,6 +129,8 @@ def test_each_pruning_shrinks_the_tree_and_check_extension_grows_it():
         assert _nodes_to_depth({name: True}) < _nodes_to_depth({name: False}), name
     assert _nodes_to_depth({"histmalus": True}) != _nodes_to_depth({"histmalus": False})  # another order
     assert _nodes_to_depth({"conthist": True}) != _nodes_to_depth({"conthist": False})  # another order
+    # singular extensions act from depth 6 below the root: the hash moves found singular are searched deeper
+    assert _nodes_to_depth({"singular": False}, depth=8) < _nodes_to_depth({"singular": True}, depth=8)
     # "improving" only changes the others: more pruning where the evaluation did not improve
     pruned = {"rfp": True, "lmp": True}
     assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth({**pruned, "improving": False})
@@ -146,6 +148,37 @@ def test_forced_wins_survive_every_technique(fen, best, mate):
     assert move.uci() == best
     if mate is not None:
         assert info.mate == mate
+
+
+def _node(engine, fen, depth, alpha, beta, excluded):
+    """``negamax`` at ``fen`` as a node one ply below the root, and the position after it."""
+    position = Position.from_fen(fen)
+    A.eval_root(engine.info[A.I_EVAL], position.bb, position.sq, position.st, position.keys, engine.params, engine.acc)
+    engine.info[A.I_NODE_LIMIT] = 10**9
+    engine.info[A.I_STOPPED] = 0
+    score = A.negamax(position.bb, position.sq, position.st, position.keys, position.undo, engine.moves, engine.order,
+                      engine.tt, engine.killers, engine.history, engine.cont, engine.corr, engine.pv, engine.pv_len,
+                      engine.evals, engine.info, engine.params, engine.acc, depth, alpha, beta, 1, excluded)
+    return int(score), position
+
+
+def test_a_search_without_the_hash_move_neither_plays_nor_stores_it():
+    """The search ``singular`` makes (``excluded``, the hash move): the node's other moves only, its score
+    theirs, nothing stored for the node; with one legal move, excluded, it answers alpha."""
+    fen = "4k3/8/8/3q4/8/8/3R4/4K3 w - - 0 1"  # Rxd5 wins the queen; anything else loses the exchange
+    win = move_from_chess(chess.Move.from_uci("d2d5"))
+    engine = AlphaBeta(tt_mb=1)
+    without, position = _node(engine, fen, 4, -A.INF, A.INF, win)
+    assert without < -300 and engine.pv[1, 1] != win and engine.pv_len[1] > 1
+    assert A.tt_probe(engine.tt, position.keys[position.st[K.ST_PLY]]) < 0  # nothing stored for this node
+    assert position.fen() == fen
+    engine.clear()
+    full, position = _node(engine, fen, 4, -A.INF, A.INF, A.NO_MOVE)
+    assert full > 300 and engine.pv[1, 1] == win
+    assert A.tt_probe(engine.tt, position.keys[position.st[K.ST_PLY]]) >= 0
+    only = "7k/4Q3/8/8/8/8/8/6K1 b - - 0 1"
+    (alone,) = chess.Board(only).legal_moves
+    assert _node(engine, only, 4, -77, -76, move_from_chess(alone))[0] == -77
 
 
 def test_the_command_line_help_names_every_technique():

@@ -60,7 +60,7 @@ def test_terminal_nodes_score_mate_and_stalemate():
         engine.info[A.I_STOPPED] = 0
         return A.negamax(position.bb, position.sq, position.st, position.keys, position.undo, engine.moves,
                          engine.order, engine.tt, engine.killers, engine.history, engine.cont, engine.corr, engine.pv, engine.pv_len,
-                         engine.evals, engine.info, engine.params, engine.acc, 3, -A.INF, A.INF, 1)
+                         engine.evals, engine.info, engine.params, engine.acc, 3, -A.INF, A.INF, 1, A.NO_MOVE)
 
     assert node_score("7k/6Q1/6K1/8/8/8/8/8 b - - 0 1") == -MATE + 1  # mated, one ply from the root
     assert node_score("7k/5Q2/6K1/8/8/8/8/8 b - - 0 1") == 0  # stalemated: a draw, queen or not

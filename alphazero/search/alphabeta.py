@@ -22,8 +22,11 @@ some are off by default (``DEFAULT_TECHNIQUES`` has those that passed one): late
 improving flag, the history malus, internal iterative reduction, a null-move reduction that grows
 with depth, and continuation histories (``conthist``: quiet moves also ordered by what followed the
 opponent's last move and our move before it, in ``cont``, every history updated by "gravity") and
-a quiescence that probes and stores the transposition table (``qtt``), and the pawn correction history
-(``corrhist``: the static evaluation plus the mean error searches found for it in the same pawn structure).
+a quiescence that probes and stores the transposition table (``qtt``), the pawn correction history
+(``corrhist``: the static evaluation plus the mean error searches found for it in the same pawn structure),
+and singular extensions (``singular``: a search of the node's other moves, ``excluded`` the hash move, at
+half depth below the table's score; the hash move searched a ply deeper when they all fail low, the node
+cut when they beat beta without it).
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -101,12 +104,12 @@ INF = 32001
 MATE_BOUND = MATE - MAX_PLY
 
 (I_NODES, I_NODE_LIMIT, I_DEADLINE, I_STOPPED, I_SELDEPTH, I_AGE, I_OPTIONS, I_EVAL, I_QNODES, I_ABORT,
- I_ROOT_MOVES) = range(11)
+ I_ROOT_MOVES, I_ROOT_DEPTH) = range(12)
 INFO_SIZE = 16
 ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
 (OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING,
- OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH, OPT_CONT_HIST, OPT_QSEARCH_TT, OPT_CORRECTION) = (
-    1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+ OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH, OPT_CONT_HIST, OPT_QSEARCH_TT, OPT_CORRECTION,
+ OPT_SINGULAR) = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
 # The search's switchable techniques (``AlphaBeta(techniques=...)``, ``ab:`` spec keys), each a bit of
 # ``info[I_OPTIONS]``. DEFAULT_TECHNIQUES are those on unless a caller says otherwise: each one kept
@@ -128,6 +131,7 @@ TECHNIQUES = {
     "conthist": OPT_CONT_HIST,  # quiet moves ordered by continuation histories too, every history kept by gravity
     "qtt": OPT_QSEARCH_TT,  # quiescence probes the transposition table (cuts at non-PV nodes, its move first) and stores
     "corrhist": OPT_CORRECTION,  # the static evaluation corrected by what searches found in the same pawn structure
+    "singular": OPT_SINGULAR,  # singular extensions: the hash move searched a ply deeper where no other move comes near it
 }
 DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee", "seeorder"})
 
@@ -156,6 +160,12 @@ _UNDER_PROMOTION = -(1 << 20)
 _BAD_CAPTURE = -(1 << 16)  # after every quiet move (history >= 0), before under-promotions
 _PRUNED = -(1 << 29)  # ``order`` of a move pruned unsearched (the history maluses pass it by)
 IIR_DEPTH = 4  # internal iterative reduction acts from this depth
+# ``singular``: at a node of depth >= SINGULAR_DEPTH whose table entry holds a lower or exact bound at least
+# depth - 3 deep, every other move is searched at (depth - 1) / 2 against that score less
+# SINGULAR_MARGIN cp per ply; if all fail low the hash move is singular and searched one ply deeper; if
+# they fail high at or above beta (multi-cut: two moves or more beat it) the node returns that bound.
+SINGULAR_DEPTH = 6
+SINGULAR_MARGIN = 2
 # ``conthist``: histories kept by "gravity" (each update moves a value by ``bonus`` scaled down as it
 # nears +-HISTORY_MAX, so no table outgrows the others or needs halving); the three together stay
 # above ``_BAD_CAPTURE``.
@@ -606,8 +616,11 @@ def quiesce(bb, sq, st, keys, undo, moves, order, tt, corr, pv_len, info, params
 
 @njit(cache=True)
 def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info, params, acc,
-            depth, alpha, beta, ply):
+            depth, alpha, beta, ply, excluded):
     """Principal variation search to ``depth`` plies (fail-soft); the root is ``ply`` 0.
+
+    ``excluded`` (``NO_MOVE`` but in the search ``singular`` makes): a move this node does not search;
+    such a search neither cuts on nor stores to the table, and makes no null move.
 
     Recursive calls pass no literal arguments: numba compiles a literal (``True``, ``1``) in a
     recursive call as its own specialisation, and a cached one then fails to load."""
@@ -639,13 +652,16 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
     pv_node = beta - alpha > 1
     key = keys[st[ST_PLY]]
     age = info[I_AGE]
+    no_move = excluded - excluded  # NO_MOVE, typed as ``excluded`` for the calls below (not a literal)
+    searching_all = excluded == NO_MOVE
 
     hash_move = NO_MOVE
+    data = _ZERO
     row = tt_probe(tt, key)
     if row >= 0:
         data = tt[row, 1]
         hash_move = tt_move(data)
-        if not root and not pv_node and tt_depth(data) >= depth:
+        if not root and not pv_node and searching_all and tt_depth(data) >= depth:
             score = _from_tt(tt_score(data), ply)
             bound = tt_bound(data)
             if bound == BOUND_EXACT or (bound == BOUND_LOWER and score >= beta) or \
@@ -673,7 +689,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
     if (options & OPT_RFP) and shallow and beta < MATE_BOUND and beta > -MATE_BOUND \
             and static - RFP_MARGIN * (depth - improving) >= beta:
         return static  # reverse futility: so far above beta that no quiet search will bring it down
-    if (options & OPT_NULL_MOVE) and not root and not pv_node and not checked and depth >= 3 \
+    if (options & OPT_NULL_MOVE) and not root and not pv_node and not checked and depth >= 3 and searching_all \
             and undo[st[ST_PLY] - 1, U_MOVE] != NO_MOVE and beta < MATE_BOUND \
             and non_pawn_pieces(bb, side) >= 2 and static >= beta:
         # Null move: if passing still fails high, a real move would too. Not in zugzwang, where
@@ -685,12 +701,32 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
             reduction = 3 if depth >= 6 else 2
         make_null(st, keys, undo)
         score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
-                         params, acc, depth - 1 - reduction, -beta, -beta + 1, ply + 1)
+                         params, acc, depth - 1 - reduction, -beta, -beta + 1, ply + 1, no_move)
         unmake_null(st, undo)
         if info[I_STOPPED]:
             return 0
         if score >= beta:
             return beta if score >= MATE_BOUND else score
+
+    # Singular extension: is the hash move far better than every other? Searched before this node's
+    # moves are generated, since the search without the hash move fills the same rows of ``moves``.
+    extension = 0
+    if (options & OPT_SINGULAR) and not root and searching_all and depth >= SINGULAR_DEPTH and row >= 0 \
+            and hash_move != NO_MOVE and ply < 2 * info[I_ROOT_DEPTH] and tt_depth(data) >= depth - 3 \
+            and tt_bound(data) != BOUND_UPPER:
+        tt_value = _from_tt(tt_score(data), ply)
+        if tt_value > -MATE_BOUND and tt_value < MATE_BOUND:
+            singular_beta = tt_value - SINGULAR_MARGIN * depth
+            score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals,
+                            info, params, acc, (depth - 1) // 2, singular_beta - 1, singular_beta, ply, hash_move)
+            if info[I_STOPPED]:
+                return 0
+            pv_len[ply] = ply
+            evals[ply] = static
+            if score < singular_beta:
+                extension = 1
+            elif singular_beta >= beta:
+                return singular_beta  # multi-cut: another move beats beta too, without the hash move
 
     n = generate_moves(bb, sq, st, moves[ply], False)
     if n == 0:
@@ -723,6 +759,9 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
     best_move = NO_MOVE
     for i in range(n):
         move = _pick(row_moves, row_order, i, n)
+        if move == excluded:
+            row_order[i] = _PRUNED
+            continue
         quiet = _tactical_value(sq, st, move) == 0
         killer = move == killers[ply, 0] or move == killers[ply, 1]
         make_move(bb, sq, st, keys, undo, move)
@@ -731,9 +770,10 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
             unmake_move(bb, sq, st, undo)
             row_order[i] = _PRUNED
             continue
+        new_depth = depth - 1 + extension if move == hash_move else depth - 1
         if i == 0:
             score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
-                             params, acc, depth - 1, -beta, -alpha, ply + 1)
+                             params, acc, new_depth, -beta, -alpha, ply + 1, no_move)
         else:
             reduction = 0
             if (options & OPT_LMR) and depth >= 3 and i >= 3 and quiet and not killer and not checked \
@@ -746,13 +786,13 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
                 if reduction > depth - 2:
                     reduction = depth - 2
             score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
-                             params, acc, depth - 1 - reduction, -alpha - 1, -alpha, ply + 1)
+                             params, acc, new_depth - reduction, -alpha - 1, -alpha, ply + 1, no_move)
             if score > alpha and reduction > 0:
                 score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
-                                 params, acc, depth - 1, -alpha - 1, -alpha, ply + 1)
+                                 params, acc, new_depth, -alpha - 1, -alpha, ply + 1, no_move)
             if score > alpha and score < beta:
                 score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
-                                 params, acc, depth - 1, -beta, -alpha, ply + 1)
+                                 params, acc, new_depth, -beta, -alpha, ply + 1, no_move)
         unmake_move(bb, sq, st, undo)
         if info[I_STOPPED]:
             return 0
@@ -775,6 +815,8 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
                                           use_cont, (options & OPT_HISTORY_MALUS) != 0)
                     break
 
+    if best == -INF:
+        return alpha  # every move but the excluded one pruned or none left: the hash move is alone
     if best >= beta:
         bound = BOUND_LOWER
     elif best > alpha_start:
@@ -782,7 +824,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
     else:
         bound = BOUND_UPPER
         best_move = hash_move  # a fail-low's "best" move is noise; keep the known one
-    if not restricted:  # a score over some root moves only is not the position's
+    if not restricted and searching_all:  # a score over some of the moves only is not the position's
         tt_store(tt, key, best_move, _to_tt(best, ply), depth, bound, age)
         # The correction learns where the score says more than its bound: not from a cut by a capture
         # (the evaluation was not wrong, the move won material), nor from a bound on the wrong side.
@@ -819,9 +861,10 @@ def search_iteration(bb, sq, st, keys, undo, moves, order, tt, killers, history,
         alpha = max(previous - delta, -INF)
         beta = min(previous + delta, INF)
     root = np.int64(0)  # a typed zero: a literal 0 would compile (and mis-cache) a specialisation
+    info[I_ROOT_DEPTH] = depth
     while True:
         score = negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
-                        params, acc, depth, alpha, beta, root)
+                        params, acc, depth, alpha, beta, root, root)
         if info[I_STOPPED]:
             return score
         if score <= alpha and alpha > -INF:
