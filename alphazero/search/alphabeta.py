@@ -816,7 +816,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
                     break
 
     if best == -INF:
-        return alpha  # every move but the excluded one pruned or none left: the hash move is alone
+        return alpha  # no move searched: the excluded one was the only legal move
     if best >= beta:
         bound = BOUND_LOWER
     elif best > alpha_start:
