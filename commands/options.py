@@ -8,7 +8,7 @@ PLAYER_SPECS = ("players: mcts:PATH?sims=N&cpuct=C&algorithm=puct|gumbel | polic
                 "uci:COMMAND?Option Name=value&nodes=N&movetime=MS&depth=D | ab:material|NNUE?depth=D&movetime=MS&nodes=N"
                 "&hash=MB&share=S&TECHNIQUE=0|1 (PATH: network file or run directory; NNUE: a file `alphazero nnue train` "
                 "wrote; S: the part of movetime after which no iteration starts, default 1; TECHNIQUE: nullmove, lmr, checkext, rfp, futility, lmp, qsee, improving, seeorder, histmalus, iir, "
-                "nmpdepth, conthist, qtt, corrhist, singular)")
+                "nmpdepth, conthist, qtt, corrhist, singular, histlmr, probcut)")
 """The player spec grammar, the description of every command that takes player specs."""
 
 

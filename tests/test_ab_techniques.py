@@ -131,6 +131,8 @@ def test_each_pruning_shrinks_the_tree_and_check_extension_grows_it():
     assert _nodes_to_depth({"conthist": True}) != _nodes_to_depth({"conthist": False})  # another order
     # singular extensions act from depth 6 below the root: the hash moves found singular are searched deeper
     assert _nodes_to_depth({"singular": False}, depth=8) < _nodes_to_depth({"singular": True}, depth=8)
+    # reductions that follow the histories: the moves that never cut (negative, with the malus) searched shallower
+    assert _nodes_to_depth({"histlmr": True, "histmalus": True}) < 0.9 * _nodes_to_depth({"histmalus": True})
     # "improving" only changes the others: more pruning where the evaluation did not improve
     pruned = {"rfp": True, "lmp": True}
     assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth({**pruned, "improving": False})
@@ -181,6 +183,30 @@ def test_a_search_without_the_hash_move_neither_plays_nor_stores_it():
     assert _node(engine, only, 4, -77, -76, move_from_chess(alone))[0] == -77
 
 
+def test_probcut_cuts_on_a_capture_far_above_beta_and_stores_a_shallower_bound():
+    """``probcut`` at a non-PV node of depth 6: Rxd5 (a free queen) beats beta by more than the margin in
+    quiescence and at depth 1, so the node stops there with a lower bound stored three plies shallower,
+    the capture its move; without it, or where even the capture's exchange cannot reach beta + margin, the
+    node is searched in full and stored at its own depth."""
+    fen = "4k3/8/8/3q4/8/8/3R4/4K3 w - - 0 1"  # White to move, a queen down, Rxd5 wins it back
+    take = move_from_chess(chess.Move.from_uci("d2d5"))
+    quiet = {"nullmove": False, "rfp": False, "futility": False}  # nothing else cuts this node early
+    entries = {}
+    for on, beta in ((True, 0), (False, 0), (True, 800)):
+        engine = AlphaBeta(tt_mb=1, techniques={**quiet, "probcut": on})
+        score, position = _node(engine, fen, 6, beta - 1, beta, A.NO_MOVE)
+        row = A.tt_probe(engine.tt, position.keys[position.st[K.ST_PLY]])
+        data = engine.tt[row, 1]
+        entries[on, beta] = (score, int(A.tt_depth(data)), int(A.tt_bound(data)), int(A.tt_move(data)),
+                             int(engine.info[A.I_NODES]))
+    score, depth, bound, move, nodes = entries[True, 0]
+    assert score >= A.PROBCUT_MARGIN and bound == A.BOUND_LOWER and move == take
+    assert depth == 6 - A.PROBCUT_REDUCTION + 1
+    full = entries[False, 0]
+    assert full[0] >= 0 and full[1] == 6 and full[3] == take and nodes < full[4]
+    assert entries[True, 800][1] == 6  # beta + margin beyond what the capture's exchange can win: no ProbCut
+
+
 def test_the_command_line_help_names_every_technique():
     from commands.options import PLAYER_SPECS
 
@@ -223,6 +249,11 @@ def test_histories_stay_bounded_and_learn_the_cuts():
         for table in (search.history, search.cont):
             assert -A.HISTORY_MAX <= table.min() and 0 < table.max() <= A.HISTORY_MAX
             assert (table.min() < 0) == malus
+    alone = AlphaBeta(tt_mb=4, techniques={"histlmr": True, "histmalus": True})  # gravity without continuations
+    for fen in MIDDLEGAMES[:4]:
+        alone.search(chess.Board(fen), depth=7)
+    assert -A.HISTORY_MAX <= alone.history.min() < 0 < alone.history.max() <= A.HISTORY_MAX
+    assert not alone.cont.any()
     plain = AlphaBeta(tt_mb=4)  # off: the continuation tables are never written
     plain.search(chess.Board(MIDDLEGAMES[0]), depth=7)
     assert not plain.cont.any() and plain.history.min() >= 0

@@ -26,7 +26,10 @@ a quiescence that probes and stores the transposition table (``qtt``), the pawn 
 (``corrhist``: the static evaluation plus the mean error searches found for it in the same pawn structure),
 and singular extensions (``singular``: a search of the node's other moves, ``excluded`` the hash move, at
 half depth below the table's score; the hash move searched a ply deeper when they all fail low, the node
-cut when they beat beta without it).
+cut when they beat beta without it), history-adjusted reductions (``histlmr``: a late quiet move reduced a
+ply less per ``HISTORY_LMR_DIV`` of its histories, more where they are negative, the histories kept by
+gravity) and ProbCut (``probcut``: at a deep non-PV node, a capture whose quiescence and then a search four
+plies shallower beat beta by ``PROBCUT_MARGIN`` cuts the node).
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -109,7 +112,8 @@ INFO_SIZE = 16
 ROOT_ROW = MAX_PLY  # the row of ``moves`` that lists the allowed root moves
 (OPT_NULL_MOVE, OPT_LMR, OPT_CHECK_EXT, OPT_RFP, OPT_FUTILITY, OPT_LMP, OPT_QSEE, OPT_IMPROVING,
  OPT_SEE_ORDER, OPT_HISTORY_MALUS, OPT_IIR, OPT_NULL_MOVE_DEPTH, OPT_CONT_HIST, OPT_QSEARCH_TT, OPT_CORRECTION,
- OPT_SINGULAR) = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+ OPT_SINGULAR, OPT_HISTORY_LMR, OPT_PROBCUT) = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
+                                                  16384, 32768, 65536, 131072)
 
 # The search's switchable techniques (``AlphaBeta(techniques=...)``, ``ab:`` spec keys), each a bit of
 # ``info[I_OPTIONS]``. DEFAULT_TECHNIQUES are those on unless a caller says otherwise: each one kept
@@ -132,6 +136,8 @@ TECHNIQUES = {
     "qtt": OPT_QSEARCH_TT,  # quiescence probes the transposition table (cuts at non-PV nodes, its move first) and stores
     "corrhist": OPT_CORRECTION,  # the static evaluation corrected by what searches found in the same pawn structure
     "singular": OPT_SINGULAR,  # singular extensions: the hash move searched a ply deeper where no other move comes near it
+    "histlmr": OPT_HISTORY_LMR,  # LMR reduces a quiet move less the better its histories, more the worse (kept by gravity)
+    "probcut": OPT_PROBCUT,  # a capture whose shallow search beats beta by a margin cuts a deep non-PV node
 }
 DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee", "seeorder"})
 
@@ -166,6 +172,14 @@ IIR_DEPTH = 4  # internal iterative reduction acts from this depth
 # they fail high at or above beta (multi-cut: two moves or more beat it) the node returns that bound.
 SINGULAR_DEPTH = 6
 SINGULAR_MARGIN = 2
+# ``histlmr``: a late quiet move's reduction falls by one ply per HISTORY_LMR_DIV of its ordering score (its
+# history, plus its continuation histories with ``conthist``), and rises as much where that is negative.
+HISTORY_LMR_DIV = 8192
+# ``probcut``: at a non-PV node of depth >= PROBCUT_DEPTH, a capture that beats beta + PROBCUT_MARGIN in
+# quiescence and then in a search PROBCUT_REDUCTION plies shallower cuts the node (a lower bound).
+PROBCUT_DEPTH = 5
+PROBCUT_MARGIN = 200
+PROBCUT_REDUCTION = 4
 # ``conthist``: histories kept by "gravity" (each update moves a value by ``bonus`` scaled down as it
 # nears +-HISTORY_MAX, so no table outgrows the others or needs halving); the three together stay
 # above ``_BAD_CAPTURE``.
@@ -708,6 +722,37 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
         if score >= beta:
             return beta if score >= MATE_BOUND else score
 
+    # ProbCut: a capture whose quiescence and then shallow search both beat beta by a margin would
+    # most likely beat beta in the full search too. Skipped where the table already holds a search
+    # nearly as deep below that bound. Fills ``moves[ply]`` before the node's own moves are generated.
+    if (options & OPT_PROBCUT) and not pv_node and not checked and searching_all and depth >= PROBCUT_DEPTH \
+            and beta > -MATE_BOUND and beta < MATE_BOUND - PROBCUT_MARGIN \
+            and not (row >= 0 and tt_depth(data) >= depth - 3 and _from_tt(tt_score(data), ply) < beta + PROBCUT_MARGIN):
+        cut_beta = beta + PROBCUT_MARGIN
+        row_moves = moves[ply]
+        row_order = order[ply]
+        n = generate_moves(bb, sq, st, row_moves, True)
+        for i in range(n):
+            row_order[i] = _TT_SCORE if row_moves[i] == hash_move else _tactical_value(sq, st, row_moves[i])
+        for i in range(n):
+            move = _pick(row_moves, row_order, i, n)
+            if not see_ge(bb, sq, st, move, cut_beta - static):
+                continue  # even winning the exchange would leave it short of the bound
+            make_move(bb, sq, st, keys, undo, move)
+            score = -quiesce(bb, sq, st, keys, undo, moves, order, tt, corr, pv_len, info, params, acc,
+                             -cut_beta, -cut_beta + 1, ply + 1)
+            if score >= cut_beta:
+                score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len,
+                                 evals, info, params, acc, depth - 1 - PROBCUT_REDUCTION, -cut_beta, -cut_beta + 1,
+                                 ply + 1, no_move)
+            unmake_move(bb, sq, st, undo)
+            if info[I_STOPPED]:
+                return 0
+            if score >= cut_beta:
+                tt_store(tt, key, move, _to_tt(score, ply), depth - PROBCUT_REDUCTION + 1, BOUND_LOWER, age)
+                return score
+        pv_len[ply] = ply
+
     # Singular extension: is the hash move far better than every other? Searched before this node's
     # moves are generated, since the search without the hash move fills the same rows of ``moves``.
     extension = 0
@@ -739,6 +784,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
     row_moves = moves[ply]
     row_order = order[ply]
     use_cont = (options & OPT_CONT_HIST) != 0
+    use_history_lmr = (options & OPT_HISTORY_LMR) != 0
     c1 = -1
     c2 = -1
     if use_cont:
@@ -783,6 +829,10 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
                     reduction -= 1
                 if use_improving and not improving:
                     reduction += 1
+                if use_history_lmr:
+                    reduction -= row_order[i] // HISTORY_LMR_DIV  # the ordering score: its histories
+                    if reduction < 0:
+                        reduction = 0
                 if reduction > depth - 2:
                     reduction = depth - 2
             score = -negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, corr, pv, pv_len, evals, info,
@@ -812,7 +862,7 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
                             killers[ply, 1] = killers[ply, 0]
                             killers[ply, 0] = move
                         _update_histories(sq, st, side, move, depth, i, row_moves, row_order, history, cont, c1, c2,
-                                          use_cont, (options & OPT_HISTORY_MALUS) != 0)
+                                          use_cont or use_history_lmr, (options & OPT_HISTORY_MALUS) != 0)
                     break
 
     if best == -INF:
