@@ -132,7 +132,7 @@ def test_each_pruning_shrinks_the_tree_and_check_extension_grows_it():
     # singular extensions act from depth 6 below the root: the hash moves found singular are searched deeper
     assert _nodes_to_depth({"singular": False}, depth=8) < _nodes_to_depth({"singular": True}, depth=8)
     # reductions that follow the histories: the moves that never cut (negative, with the malus) searched shallower
-    assert _nodes_to_depth({"histlmr": True, "histmalus": True}) < 0.9 * _nodes_to_depth({"histmalus": True})
+    assert _nodes_to_depth({"histlmr": True, "histmalus": True}) < 0.9 * _nodes_to_depth({"histlmr": False, "histmalus": True})
     # "improving" only changes the others: more pruning where the evaluation did not improve
     pruned = {"rfp": True, "lmp": True}
     assert _nodes_to_depth({**pruned, "improving": True}) < _nodes_to_depth({**pruned, "improving": False})
@@ -254,7 +254,7 @@ def test_histories_stay_bounded_and_learn_the_cuts():
         alone.search(chess.Board(fen), depth=7)
     assert -A.HISTORY_MAX <= alone.history.min() < 0 < alone.history.max() <= A.HISTORY_MAX
     assert not alone.cont.any()
-    plain = AlphaBeta(tt_mb=4)  # off: the continuation tables are never written
+    plain = AlphaBeta(tt_mb=4, techniques={"histlmr": False, "histmalus": False})  # the continuation tables never written
     plain.search(chess.Board(MIDDLEGAMES[0]), depth=7)
     assert not plain.cont.any() and plain.history.min() >= 0
 

@@ -18,18 +18,18 @@ pruning of quiet moves, PVS with late-move reductions, and at depth 0 a quiescen
 captures and queen promotions (all moves when in check) with stand-pat, skipping captures that
 lose material by static exchange evaluation (``see``). Each of these techniques is a bit of
 ``info[I_OPTIONS]`` (``TECHNIQUES``), so one compiled search plays every variant an SPRT compares;
-some are off by default (``DEFAULT_TECHNIQUES`` has those that passed one): late-move pruning, the
-improving flag, the history malus, internal iterative reduction, a null-move reduction that grows
-with depth, and continuation histories (``conthist``: quiet moves also ordered by what followed the
-opponent's last move and our move before it, in ``cont``, every history updated by "gravity") and
-a quiescence that probes and stores the transposition table (``qtt``), the pawn correction history
+``DEFAULT_TECHNIQUES`` has those that passed one, among them history-adjusted reductions (``histlmr``: a
+late quiet move reduced a ply less per ``HISTORY_LMR_DIV`` of its history, more where it is negative, every
+history kept by "gravity") with the history malus (``histmalus``: the quiet moves searched before a cut lose
+what it gains). Off by default: late-move pruning, the improving flag, internal iterative reduction, a
+null-move reduction that grows with depth, continuation histories (``conthist``: quiet moves also ordered,
+and with ``histlmr`` reduced, by what followed the opponent's last move and our move before it, in
+``cont``), a quiescence that probes and stores the transposition table (``qtt``), the pawn correction history
 (``corrhist``: the static evaluation plus the mean error searches found for it in the same pawn structure),
-and singular extensions (``singular``: a search of the node's other moves, ``excluded`` the hash move, at
-half depth below the table's score; the hash move searched a ply deeper when they all fail low, the node
-cut when they beat beta without it), history-adjusted reductions (``histlmr``: a late quiet move reduced a
-ply less per ``HISTORY_LMR_DIV`` of its histories, more where they are negative, the histories kept by
-gravity) and ProbCut (``probcut``: at a deep non-PV node, a capture whose quiescence and then a search four
-plies shallower beat beta by ``PROBCUT_MARGIN`` cuts the node).
+singular extensions (``singular``: a search of the node's other moves, ``excluded`` the hash move, at half
+depth below the table's score; the hash move searched a ply deeper when they all fail low, the node cut when
+they beat beta without it) and ProbCut (``probcut``: at a deep non-PV node, a capture whose quiescence and
+then a search four plies shallower beat beta by ``PROBCUT_MARGIN`` cuts the node).
 
 Transposition table: ``tt`` [2 * B, 2] uint64, B a power of two buckets of two slots, column 0 the
 full key (verified on probe) and column 1 the packed entry (bits 0-15 move, 16-31 score + 32768 with
@@ -139,7 +139,8 @@ TECHNIQUES = {
     "histlmr": OPT_HISTORY_LMR,  # LMR reduces a quiet move less the better its histories, more the worse (kept by gravity)
     "probcut": OPT_PROBCUT,  # a capture whose shallow search beats beta by a margin cuts a deep non-PV node
 }
-DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee", "seeorder"})
+DEFAULT_TECHNIQUES = frozenset({"nullmove", "lmr", "checkext", "rfp", "futility", "qsee", "seeorder", "histlmr",
+                                "histmalus"})
 
 # Margins of the shallow-depth pruning, centipawns (PeSTO's scale: a pawn is about 100).
 PRUNE_DEPTH = 6  # reverse futility, futility and late-move pruning act at depth <= this
@@ -180,7 +181,7 @@ HISTORY_LMR_DIV = 8192
 PROBCUT_DEPTH = 5
 PROBCUT_MARGIN = 200
 PROBCUT_REDUCTION = 4
-# ``conthist``: histories kept by "gravity" (each update moves a value by ``bonus`` scaled down as it
+# ``conthist`` and ``histlmr``: histories kept by "gravity" (each update moves a value by ``bonus`` scaled down as it
 # nears +-HISTORY_MAX, so no table outgrows the others or needs halving); the three together stay
 # above ``_BAD_CAPTURE``.
 HISTORY_MAX = 16384
@@ -473,7 +474,7 @@ def _update_quiet(sq, side, move, bonus, history, cont, c1, c2):
 @njit(cache=True)
 def _update_histories(sq, st, side, move, depth, i, row_moves, row_order, history, cont, c1, c2, gravity, malus):
     """The histories' update at a quiet cut by ``move`` (the ``i``-th searched). With ``gravity``
-    (``conthist``) every history of the move goes up by a bonus and, with ``malus``, those of the quiet
+    (``conthist`` or ``histlmr``) every history of the move goes up by a bonus and, with ``malus``, those of the quiet
     moves searched before it down by as much; without, the plain history goes up by depth^2 and, with
     ``malus``, theirs down (floored at 0), all halved once one reaches ``_HISTORY_CAP``."""
     bonus = (min(16 * depth * depth + 64 * depth, 1600) if depth > 0 else 16) if gravity else depth * depth
