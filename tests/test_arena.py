@@ -213,12 +213,12 @@ def test_adjudicated_games_end_early_by_both_players_scores(capsys) -> None:
     """Alpha-beta players report their scores: with --adjudicate their games end as soon as both agree
     (every game here, far sooner than played out); greedy reports none, so its games are played out."""
     common = ["--games", "6", "--openings", str(BOOK), "--max-plies", "300", "--seed", "4"]
-    played = _arena(capsys, "ab:material?depth=3", "ab:material?depth=1", *common)
-    judged = _arena(capsys, "ab:material?depth=3", "ab:material?depth=1", *common, "--adjudicate")
+    played = _arena(capsys, "ab:material?depth=4", "ab:material?depth=1", *common)
+    judged = _arena(capsys, "ab:material?depth=4", "ab:material?depth=1", *common, "--adjudicate")
     assert judged["adjudication"]["resign_score"] == 600 and played["adjudication"] is None
     assert sum(n for reason, n in judged["terminations"].items() if reason.startswith("adjudication")) >= 4
     assert not any(reason.startswith("adjudication") for reason in played["terminations"])
-    assert judged["score"] >= 0.5 and played["score"] >= 0.5  # depth 3 beats depth 1 either way
+    assert judged["score"] >= 0.5 and played["score"] >= 0.5  # depth 4 beats depth 1 either way
     greedy = _arena(capsys, "ab:material?depth=1", "greedy", "--games", "2", "--max-plies", "160", "--adjudicate")
     assert not any(reason.startswith("adjudication") for reason in greedy["terminations"])
 
