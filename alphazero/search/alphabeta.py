@@ -522,6 +522,15 @@ def _score_moves(bb, sq, st, moves, order, n, hash_move, killers, history, cont,
 
 
 @njit(cache=True, inline="always")
+def _score_tactical(sq, st, moves, order, n, hash_move):
+    """Ordering scores of a list of captures and promotions (quiescence, ProbCut): the hash move first,
+    then MVV/LVA."""
+    for i in range(n):
+        value = _tactical_value(sq, st, moves[i])
+        order[i] = _TT_SCORE if moves[i] == hash_move else value + (_TACTICAL if value > 0 else 0)
+
+
+@njit(cache=True, inline="always")
 def _pick(moves, order, i, n):
     """Swap the best-ordered move of ``i..n-1`` into place ``i`` (selection: most nodes cut early)."""
     best = i
@@ -602,9 +611,7 @@ def quiesce(bb, sq, st, keys, undo, moves, order, tt, corr, pv_len, info, params
         n = generate_moves(bb, sq, st, moves[ply], True)
     row_moves = moves[ply]
     row_order = order[ply]
-    for i in range(n):
-        value = _tactical_value(sq, st, row_moves[i])
-        row_order[i] = _TT_SCORE if row_moves[i] == hash_move else value + (_TACTICAL if value > 0 else 0)
+    _score_tactical(sq, st, row_moves, row_order, n, hash_move)
     best_move = NO_MOVE
     prune_losing = not checked and (info[I_OPTIONS] & OPT_QSEE) != 0
     for i in range(n):
@@ -728,13 +735,13 @@ def negamax(bb, sq, st, keys, undo, moves, order, tt, killers, history, cont, co
     # nearly as deep below that bound. Fills ``moves[ply]`` before the node's own moves are generated.
     if (options & OPT_PROBCUT) and not pv_node and not checked and searching_all and depth >= PROBCUT_DEPTH \
             and beta > -MATE_BOUND and beta < MATE_BOUND - PROBCUT_MARGIN \
-            and not (row >= 0 and tt_depth(data) >= depth - 3 and _from_tt(tt_score(data), ply) < beta + PROBCUT_MARGIN):
+            and not (row >= 0 and tt_depth(data) > depth - PROBCUT_REDUCTION
+                     and _from_tt(tt_score(data), ply) < beta + PROBCUT_MARGIN):
         cut_beta = beta + PROBCUT_MARGIN
         row_moves = moves[ply]
         row_order = order[ply]
         n = generate_moves(bb, sq, st, row_moves, True)
-        for i in range(n):
-            row_order[i] = _TT_SCORE if row_moves[i] == hash_move else _tactical_value(sq, st, row_moves[i])
+        _score_tactical(sq, st, row_moves, row_order, n, hash_move)
         for i in range(n):
             move = _pick(row_moves, row_order, i, n)
             if not see_ge(bb, sq, st, move, cut_beta - static):
